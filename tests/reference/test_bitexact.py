@@ -25,8 +25,8 @@ from .uint8_models import write_uint8_model
 pytestmark = pytest.mark.slow
 
 
-def _assert_bit_exact(path: Path, feeds: dict[str, np.ndarray]) -> int:
-    report = compare_layers(path, feeds, other="litert-ref")
+def _assert_bit_exact(path: Path, feeds: dict[str, np.ndarray], jit: bool | None = None) -> int:
+    report = compare_layers(path, feeds, other="litert-ref", jit=jit)
     assert report.missing == []
     assert report.first_difference is None, report.summary()
     assert report.exact_share == 1.0
@@ -36,10 +36,36 @@ def _assert_bit_exact(path: Path, feeds: dict[str, np.ndarray]) -> int:
 @pytest.mark.parametrize(("family", "name"), INT8_MODELS, ids=[n for _, n in INT8_MODELS])
 def test_int8_every_tensor_identical_to_litert_reference_kernels(family: str, name: str) -> None:
     info = model(family, name)
+    assert Interpreter(info.path).jit  # the default path, compiled ([dev] installs numba)
     num_ops = len(Interpreter(info.path).graph)
     for seed in SEEDS:
         feeds = random_feeds(info.inputs, info.input_dtypes, seed)
         assert _assert_bit_exact(info.path, feeds) >= num_ops
+
+
+@pytest.mark.parametrize(("family", "name"), INT8_MODELS, ids=[n for _, n in INT8_MODELS])
+def test_int8_numpy_path_identical_to_litert_reference_kernels(family: str, name: str) -> None:
+    """Without numba: the same contract (fewer seeds; the next test ties the two paths on all of them)."""
+    info = model(family, name)
+    for seed in SEEDS[:3]:
+        _assert_bit_exact(info.path, random_feeds(info.inputs, info.input_dtypes, seed), jit=False)
+
+
+@pytest.mark.parametrize("rounding", ["double", "single"])
+@pytest.mark.parametrize(("family", "name"), INT8_MODELS, ids=[n for _, n in INT8_MODELS])
+def test_compiled_and_numpy_paths_give_identical_tensors(family: str, name: str, rounding: str, uint8_dir: Path) -> None:
+    info = model(family, name)
+    legacy = write_uint8_model(info.path, uint8_dir / f"{name}_uint8_paths.tflite")
+    for path in (info.path, legacy):
+        compiled, plain = Interpreter(path, rounding=rounding, jit=True), Interpreter(path, rounding=rounding, jit=False)
+        inputs = {s.name: tuple(d or 1 for d in s.shape) for s in plain.inputs}  # type: ignore[union-attr]
+        dtypes = {s.name: s.dtype.value for s in plain.inputs}
+        for seed in SEEDS:
+            feeds = random_feeds(inputs, dtypes, seed)
+            a, b = compiled.trace(feeds), plain.trace(feeds)
+            assert a.keys() == b.keys()
+            for key in a:
+                np.testing.assert_array_equal(a[key], b[key], err_msg=f"{path.name} seed {seed}: {key}")
 
 
 #: XNNPACK's HARD_SWISH is its own approximation (more than 1 LSB from the reference)

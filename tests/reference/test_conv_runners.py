@@ -1,7 +1,7 @@
 """The compiled convolution runners against a direct int64 convolution.
 
 Every depthwise strategy (flat-row ``einsum``, channel ``einsum``, per-tap
-multiply-adds) and the im2col window runner, over strides, dilations, SAME/VALID
+multiply-adds, the numba loop of :mod:`.jit`) and the im2col window runner, over strides, dilations, SAME/VALID
 padding, depth multipliers and both roundings, give exactly what
 ``Σ w·(x − zp_in)`` in int64 followed by :func:`multiply_by_quantized_multiplier`
 gives (itself checked against LiteRT's reference kernels in test_bitexact.py,
@@ -23,13 +23,13 @@ ZP_IN, ZP_OUT, LO, HI = -7, 5, -128, 127
 
 
 def _plan(rng: np.random.Generator, taps: int, channels: int, rounding: str,
-          matrix: np.ndarray | None = None) -> _Plan:
+          matrix: np.ndarray | None = None, native: bool = False) -> _Plan:
     w = rng.integers(-127, 128, (taps, channels)) if matrix is None else matrix
     bias = rng.integers(-3000, 3000, channels)
     m = rng.integers(1 << 30, 1 << 31, channels)
     shift = -rng.integers(6, 10, channels)
     fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=ZP_OUT, lo=LO, hi=HI, rounding=rounding,
-                             acc_dtype=np.float32, out_dtype=np.dtype(np.int8))
+                             acc_dtype=np.float32, out_dtype=np.dtype(np.int8), native=native)
     assert fast is not None
     return _Plan(np.ascontiguousarray(w.astype(np.float32)), np.float32, bias, m, shift, fast)
 
@@ -67,17 +67,17 @@ DEPTHWISE_CASES = [  # (height, width, in channels, multiplier, kernel, strides,
 ]
 
 
-@pytest.mark.parametrize("einsum_from", [1, 1 << 20], ids=["einsum", "taps"])
+@pytest.mark.parametrize("strategy", ["einsum", "taps", "jit"])
 @pytest.mark.parametrize("rounding", ["double", "single"])
 @pytest.mark.parametrize("case", DEPTHWISE_CASES)
-def test_depthwise_runners_equal_int64_convolution(monkeypatch: pytest.MonkeyPatch, einsum_from: int,
+def test_depthwise_runners_equal_int64_convolution(monkeypatch: pytest.MonkeyPatch, strategy: str,
                                                    rounding: str, case: tuple) -> None:
     h, w, ci, mult, (kh, kw), (sh, sw), (dh, dw), padding = case
-    monkeypatch.setattr(runners, "_EINSUM_CHANNELS", einsum_from)
+    monkeypatch.setattr(runners, "_EINSUM_CHANNELS", 1 if strategy == "einsum" else 1 << 20)
     rng = np.random.default_rng(h * 100 + w)
     co = ci * mult
     g = _geometry((2, h, w, ci), (kh, kw, co), sh, sw, dh, dw, padding)
-    plan = _plan(rng, kh * kw, co, rounding)
+    plan = _plan(rng, kh * kw, co, rounding, native=strategy == "jit")
     run = depthwise_runner(plan, g, ZP_IN, mult, np.dtype(np.int8))
     for _ in range(2):  # the second call reuses the padded buffer: its border must still be zero
         x = rng.integers(-128, 128, (2, h, w, ci)).astype(np.int8)
@@ -86,6 +86,7 @@ def test_depthwise_runners_equal_int64_convolution(monkeypatch: pytest.MonkeyPat
         np.testing.assert_array_equal(got, _depthwise_reference(x, plan, g, mult, rounding))
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "jit"])
 @pytest.mark.parametrize("rounding", ["double", "single"])
 @pytest.mark.parametrize(("kernel", "strides", "dilations", "padding"), [
     ((3, 3), (2, 2), (1, 1), PAD_SAME),
@@ -94,12 +95,12 @@ def test_depthwise_runners_equal_int64_convolution(monkeypatch: pytest.MonkeyPat
     ((2, 3), (1, 2), (1, 1), PAD_VALID),
 ])
 def test_window_runner_equals_int64_convolution(rounding: str, kernel: tuple[int, int], strides: tuple[int, int],
-                                                dilations: tuple[int, int], padding: int) -> None:
+                                                dilations: tuple[int, int], padding: int, native: bool) -> None:
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     rng = np.random.default_rng(kh * 10 + sh)
     n, h, w, ci, co = 2, 13, 11, 5, 7
     filters = rng.integers(-127, 128, (co, kh, kw, ci))
-    plan = _plan(rng, kh * kw * ci, co, rounding, matrix=filters.reshape(co, -1).T)
+    plan = _plan(rng, kh * kw * ci, co, rounding, matrix=filters.reshape(co, -1).T, native=native)
     g = _geometry((n, h, w, ci), (kh, kw, ci), sh, sw, dh, dw, padding)
     run = window_runner(plan, g, ZP_IN, np.dtype(np.int8))
     for _ in range(2):

@@ -1,6 +1,7 @@
 """The interpreter's fast paths give exactly what the exact int64 paths give.
 
-* :class:`FastRequant` (float requantization + exact fix-ups) against
+* :class:`FastRequant` (float requantization + exact fix-ups, and the compiled
+  loop of :mod:`.jit`) against
   ``multiply_by_quantized_multiplier`` (itself checked against the C definitions in
   test_fixedpoint.py and against LiteRT in test_bitexact.py), on random and on
   adversarial accumulators (exact ties and near-ties of both roundings);
@@ -41,10 +42,15 @@ def _adversarial(rng: np.random.Generator, m: np.ndarray, shift: np.ndarray, bia
     return np.clip(target, -limit, limit)
 
 
+#: (accumulator dtype, compiled): int32 accumulators come only from the compiled dense kernel
+ACCUMULATORS = [(np.float32, False), (np.float64, False), (np.float32, True), (np.float64, True), (np.int32, True)]
+
+
+@pytest.mark.parametrize(("acc_dtype", "native"), ACCUMULATORS,
+                         ids=[f"{np.dtype(a).name}-{'jit' if n else 'numpy'}" for a, n in ACCUMULATORS])
 @pytest.mark.parametrize("rounding", ["double", "single"])
-@pytest.mark.parametrize("acc_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("out_dtype", [np.int8, np.uint8])
-def test_fast_requant_equals_exact_path(rounding: str, acc_dtype: type, out_dtype: type) -> None:
+def test_fast_requant_equals_exact_path(rounding: str, acc_dtype: type, out_dtype: type, native: bool) -> None:
     rng = np.random.default_rng(7)
     channels = 37
     m = rng.integers(1 << 30, 1 << 31, channels)
@@ -55,8 +61,9 @@ def test_fast_requant_equals_exact_path(rounding: str, acc_dtype: type, out_dtyp
     zp = int(rng.integers(info.min, info.max))
     for lo, hi in [(info.min, info.max), (zp, info.max), (max(info.min, zp - 3), min(info.max, zp + 40))]:
         fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=zp, lo=lo, hi=hi, rounding=rounding,
-                                 acc_dtype=acc_dtype, out_dtype=np.dtype(out_dtype))
-        assert fast is not None
+                                 acc_dtype=np.float64 if acc_dtype is np.int32 else acc_dtype,
+                                 out_dtype=np.dtype(out_dtype), native=native)
+        assert fast is not None and (fast.native is not None) == native
         limit = 2.0**23 if acc_dtype is np.float32 else 2.0**30
         random = rng.integers(-(1 << 18), 1 << 18, (400, 5, channels)).astype(acc_dtype)
         tricky = _adversarial(rng, m, shift, bias, 2000, limit).astype(acc_dtype).reshape(40, 50, channels)
@@ -67,11 +74,12 @@ def test_fast_requant_equals_exact_path(rounding: str, acc_dtype: type, out_dtyp
             np.testing.assert_array_equal(got, expected)
 
 
-def test_fast_requant_hits_exact_ties() -> None:
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "jit"])
+def test_fast_requant_hits_exact_ties(native: bool) -> None:
     """acc·M exactly k + ½ (and the double-rounding trap one LSB below it) are fixed up."""
     m, shift = np.array([1 << 30]), np.array([-3])  # M = 2^-4
     fast = FastRequant.build(bias=None, m=m, shift=shift, zp=0, lo=-128, hi=127, rounding="double",
-                             acc_dtype=np.float32, out_dtype=np.dtype(np.int8))
+                             acc_dtype=np.float32, out_dtype=np.dtype(np.int8), native=native)
     assert fast is not None
     acc = np.arange(-100, 101, dtype=np.float32).reshape(-1, 1)
     got = fast(acc, np.dtype(np.int8))
@@ -90,6 +98,22 @@ def test_fast_requant_declines_what_it_cannot_do_exactly(m: list[int], shift: li
                                                          rounding: str) -> None:
     assert FastRequant.build(bias=None, m=np.array(m), shift=np.array(shift), zp=0, lo=-128, hi=127,
                              rounding=rounding, acc_dtype=np.float32, out_dtype=np.dtype(out_dtype)) is None
+
+
+@pytest.mark.parametrize("rounding", ["double", "single"])
+def test_compiled_requant_takes_the_layers_the_float_path_declines(rounding: str) -> None:
+    """r = 1 leaves the float path no room for its double-rounding slack; the compiled
+    int64 loop is exact there (and for single rounding, which the float path also takes)."""
+    m, shift = np.array([1 << 30, (1 << 31) - 1]), np.array([-1, 0])
+    declined = FastRequant.build(bias=None, m=m, shift=shift, zp=3, lo=-128, hi=127, rounding=rounding,
+                                 acc_dtype=np.float32, out_dtype=np.dtype(np.int8)) is None
+    assert declined == (rounding == "double")
+    fast = FastRequant.build(bias=np.array([5, -7]), m=m, shift=shift, zp=3, lo=-128, hi=127, rounding=rounding,
+                             acc_dtype=np.float32, out_dtype=np.dtype(np.int8), native=True)
+    assert fast is not None
+    acc = np.arange(-300, 301, dtype=np.float32)[:, None].repeat(2, axis=1)
+    np.testing.assert_array_equal(fast(acc, np.dtype(np.int8)),
+                                  _exact(acc, np.array([5, -7]), m, shift, 3, -128, 127, rounding, np.dtype(np.int8)))
 
 
 def test_float32_blocks_give_exact_long_sums() -> None:

@@ -67,13 +67,15 @@ class Quant:
 class OpContext:
     """One operator being run: its node, input arrays and the interpreter's options."""
 
-    __slots__ = ("arrays", "cache", "node", "rounding")
+    __slots__ = ("arrays", "cache", "jit", "node", "rounding")
 
     def __init__(self, node: Node, arrays: list[np.ndarray | None], rounding: str,
-                 cache: dict[str, Any] | None = None) -> None:
+                 cache: dict[str, Any] | None = None, jit: bool = False) -> None:
         self.node = node
         self.arrays = arrays
         self.rounding = rounding
+        #: run the hot loops compiled (see :mod:`.jit`)
+        self.jit = jit
         #: per-node values derived from constants (weights, multipliers), kept across runs
         self.cache: dict[str, Any] = {} if cache is None else cache
 

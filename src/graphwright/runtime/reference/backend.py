@@ -1,6 +1,7 @@
 """The ``reference`` runtime backend: :class:`Interpreter` behind the Backend interface.
 
-Options: ``rounding`` (``"double"`` default, or ``"single"``).  The model bytes
+Options: ``rounding`` (``"double"`` default, or ``"single"``) and ``jit`` (compiled
+loops: None = when numba is installed, see :mod:`.jit`).  The model bytes
 are read by graphwright's TFLite reader, which validates indices and buffer
 bounds, so no native code touches the file.
 """
@@ -22,14 +23,15 @@ class ReferenceBackend(Backend):
     name = "reference"
     formats = ("tflite",)
     install_hint = "nothing (it is part of graphwright)"
-    option_names = frozenset({"rounding"})
+    option_names = frozenset({"jit", "rounding"})
 
     def prepare(self, source: ModelSource, options: Mapping[str, Any]) -> Session:
         self.check_options(options)
         from ...formats.tflite import read_model
 
         model = read_model(source.data, source.label)
-        return ReferenceSession(Interpreter(model, rounding=str(options.get("rounding", "double"))), source.label)
+        interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=options.get("jit"))
+        return ReferenceSession(interpreter, source.label)
 
 
 class ReferenceSession(Session):

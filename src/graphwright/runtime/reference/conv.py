@@ -15,7 +15,9 @@ fix-ups of the near-ties (:mod:`.requant`), and with constant weights the
 convolutions become compiled runners with preallocated buffers (:mod:`.runners`):
 1x1 convolutions are one GEMM on the NHWC buffer, other convolutions one strided
 im2col copy and one GEMM, depthwise ones one ``einsum`` over a strided view of
-the taps.  Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for
+the taps.  With the compiled loops (:mod:`.jit`) the requantization and the whole
+depthwise convolution are one compiled pass each, and fully connected layers of
+at most ``_DENSE_ROWS`` rows are int8 dot products (int32 sums, exact).  Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for
 the im2col matrix of the KHxKW convolutions.
 """
 
@@ -35,6 +37,7 @@ from ._common import (
     padding_before,
 )
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multipliers
+from .jit import kernels as _jit_kernels
 from .requant import FastRequant
 from .runners import Geometry, compile_runner, compiled, depthwise_runner, pointwise_runner, window_runner
 
@@ -120,7 +123,8 @@ def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | Non
         out_dtype = ctx.out_dtype()
         act_lo, act_hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), out_dtype)
         fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=q_out.zp, lo=int(act_lo), hi=int(act_hi),
-                                 rounding=rounding or ctx.rounding, acc_dtype=dtype, out_dtype=out_dtype)
+                                 rounding=rounding or ctx.rounding, acc_dtype=dtype, out_dtype=out_dtype,
+                                 native=ctx.jit)
         plan = _Plan(np.ascontiguousarray(matrix.astype(dtype)), dtype, bias, m, shift, fast)
         if not exact32:
             plan.chunks = _float32_blocks(matrix, span)
@@ -306,10 +310,35 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     if x.size % depth:
         raise ctx.error(f"input of {x.size} elements does not split into rows of {depth}")
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, "single")
-    acc = _gemm(plan, _shifted_input(x.reshape(-1, depth), q_in, plan.in_dtype))
+    rows = x.size // depth
+    if plan.fast is not None and plan.fast.native is not None and rows <= _DENSE_ROWS and q_in is not None:
+        acc = _native_dense(ctx, plan, x.reshape(rows, depth), q_in.zp)
+    else:
+        acc = _gemm(plan, _shifted_input(x.reshape(-1, depth), q_in, plan.in_dtype))
     # LiteRT's reference FULLY_CONNECTED requantizes with one rounding (verified
     # element by element against BUILTIN_REF, int8 per-channel and uint8).
     y = _finish(ctx, acc, plan, "single")
     if ctx.attr("keep_num_dims", False):
         y = y.reshape(*x.shape[:-1], units)
     return [y]
+
+
+#: up to this many rows a fully connected layer runs as compiled int8 dot products
+#: (its time is reading the weights: int16 there, float32 for BLAS); beyond, BLAS wins
+_DENSE_ROWS = 4
+
+
+def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.ndarray:
+    """``(x − zp_in)·W`` as int32 from the compiled dot products (:mod:`.jit`): the raw
+    8-bit input against int16 weights [units, depth], ``zp_in·Σ_k W[k, n]`` subtracted
+    after (exact integers either way)."""
+    weights = ctx.cache.get("dense")
+    if weights is None:
+        matrix = plan.weights.T.astype(np.int64)  # exact integers, |w − zp_w| ≤ 255
+        weights = ctx.cache["dense"] = (np.ascontiguousarray(matrix.astype(np.int16)), matrix.sum(axis=1))
+    w16, sums = weights
+    acc = np.empty((x.shape[0], w16.shape[0]), np.int32)
+    _jit_kernels().dense(np.ascontiguousarray(x), w16, acc)
+    if zp_in:
+        acc -= (zp_in * sums).astype(np.int32)
+    return acc

@@ -266,7 +266,10 @@ def softmax(ctx: OpContext) -> list[np.ndarray]:
         e = np.exp((xf - xf.max(axis=-1, keepdims=True)) * beta).astype(np.float32)
         return [(e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(dtype)]
     qi, qo = _quants(ctx, 0)
-    table = np.exp(np.float32(-qi.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
+    table = ctx.cache.get("exp_table")
+    if table is None:
+        table = ctx.cache["exp_table"] = np.exp(np.float32(-qi.s) * beta * np.arange(256, dtype=np.float32)
+                                                ).astype(np.float32)
     xi = x.astype(np.int64)
     e = table[xi.max(axis=-1, keepdims=True) - xi]
     total = np.cumsum(e, axis=-1, dtype=np.float32)[..., -1:]  # sequential float32 sum

@@ -83,11 +83,13 @@ def compare_layers(
     rounding: str = "double",
     tolerance: float = 0.0,
     isolate: bool = False,
+    jit: bool | None = None,
 ) -> LayerReport:
-    """Compare every operator output of the reference interpreter with ``other``."""
+    """Compare every operator output of the reference interpreter with ``other``
+    (``jit``: the interpreter's compiled loops, see :mod:`.jit`)."""
     source = ModelSource.of(model)
     ir = model if isinstance(model, Model) else _load(source)
-    interp = Interpreter(ir, rounding=rounding)
+    interp = Interpreter(ir, rounding=rounding, jit=jit)
     mine = interp.trace(feeds)
     names = [v.name for node in ir.graph for v in node.outputs]
     theirs = execute(source, dict(feeds), Job(backend=other, outputs=names), isolate=isolate).outputs

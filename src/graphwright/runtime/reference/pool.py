@@ -93,16 +93,27 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if x.dtype.kind == "f":
         return [np.mean(x.astype(np.float64), axis=tuple(axes), keepdims=keep).astype(dtype)]
+    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    total = x.astype(np.int64).sum(axis=tuple(axes), keepdims=keep)
+    key = ("mean", n, dtype)
+    derived = ctx.cache.get(key)  # depends on the quantization and n only: once per operator and size
+    if derived is None:
+        derived = ctx.cache[key] = _mean_requantization(ctx, n, dtype)
+    same, m, shift, zp_in, zp_out, lo, hi = derived
+    if same:
+        return [(np.sign(total) * (np.abs(total) // n)).astype(dtype)]
+    y = multiply_by_quantized_multiplier(total - zp_in * n, m, shift, ctx.rounding) + zp_out
+    return [np.clip(y, lo, hi).astype(dtype)]
+
+
+def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype) -> tuple[bool, int, int, int, int, int, int]:
+    """(same quantization in and out, m, shift with 1/n folded in, zp_in, zp_out, lo, hi) of a quantized MEAN."""
     q_in, q_out = ctx.in_quant(0), ctx.out_quant()
     if q_in is None or q_out is None:
         raise ctx.error("integer tensors without quantization parameters")
-    n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     lo, hi = type_range(dtype)
-    total = x.astype(np.int64).sum(axis=tuple(axes), keepdims=keep)
-    if q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s):
-        return [(np.sign(total) * (np.abs(total) // n)).astype(dtype)]
+    same = q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s)
     m, shift = quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s))))
     k = min(n.bit_length() - 1, 32, 31 + shift)  # fold 1/n into the multiplier
     m, shift = (m << k) // n, shift - k
-    y = multiply_by_quantized_multiplier(total - q_in.zp * n, m, shift, ctx.rounding) + q_out.zp
-    return [np.clip(y, lo, hi).astype(dtype)]
+    return same, m, shift, q_in.zp, q_out.zp, lo, hi

@@ -29,9 +29,16 @@ below −31, negative multipliers, ``2t ≥ ¼``, non-8-bit outputs) keep the ex
 path.  O(n) per call: 7 float passes (multiply, add, clip, floor, fraction,
 compare, cast) + the fix-ups (one gather of the per-channel constants, with the
 bias and zero point folded in, then ~7 int64 operations on the flagged elements).
+
+With ``native`` (numba installed, see :mod:`.jit`) the same object requantizes
+with the exact int64 formula in one compiled pass instead (~0.55 ns per element
+against ~2.5 for the float passes), and also takes the layers the float path
+declines for its slack (r = 1 with double rounding).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,7 +55,7 @@ class FastRequant:
     added once and never changed), so one instance may serve several threads.
     """
 
-    __slots__ = ("bias", "channels", "dtype", "half", "hi", "limit", "lo", "m", "offset", "params",
+    __slots__ = ("bias", "channels", "dtype", "half", "hi", "limit", "lo", "m", "native", "offset", "params",
                  "right", "right_pos", "rounding", "scale", "shift", "tiles", "zp")
 
     def __init__(self, *, bias: np.ndarray, m: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int,
@@ -70,11 +77,17 @@ class FastRequant:
             self.params = np.stack([m, bias * m + (np.int64(1) << (30 + self.right)), 31 + self.right], axis=1)
         #: width -> (scale, offset) repeated ``width`` times: one long inner loop for numpy
         self.tiles: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        #: compiled (requantize, depthwise, per-channel constants) when set by :meth:`compile`
+        self.native: tuple[Callable[..., None], Callable[..., None], tuple[object, ...]] | None = None
 
     @classmethod
     def build(cls, *, bias: np.ndarray | None, m: np.ndarray, shift: np.ndarray, zp: int,
-              lo: int, hi: int, rounding: str, acc_dtype: type, out_dtype: np.dtype) -> FastRequant | None:
-        """The requantizer of one layer, or None when the exact int64 path must be kept."""
+              lo: int, hi: int, rounding: str, acc_dtype: type, out_dtype: np.dtype,
+              native: bool = False) -> FastRequant | None:
+        """The requantizer of one layer, or None when the exact int64 path must be kept.
+
+        ``native``: requantize with the compiled loop (:mod:`.jit`) — exact for every
+        layer this class accepts, so the float slack bound does not apply."""
         m = np.asarray(m, np.int64).reshape(-1)
         shift = np.asarray(shift, np.int64).reshape(-1)
         if out_dtype.itemsize != 1 or out_dtype.kind not in "iu" or m.size == 0:
@@ -93,11 +106,26 @@ class FastRequant:
         unit = float(np.finfo(acc_dtype).eps) / 2
         error = 8.0 * unit * (_CLAMP_DECIDES + float(np.abs(base).max()) + 1.0)
         slack = tau + error
-        if 2.0 * slack >= 0.25:
+        if 2.0 * slack >= 0.25 and not native:
             return None
-        return cls(bias=b, m=m, shift=shift, zp=zp, lo=lo, hi=hi, rounding=rounding,
+        made = cls(bias=b, m=m, shift=shift, zp=zp, lo=lo, hi=hi, rounding=rounding,
                    acc_dtype=acc_dtype, slack=slack, scale=exact.astype(acc_dtype),
                    offset=(base + slack).astype(acc_dtype))
+        if native:
+            made.compile()
+        return made
+
+    def compile(self) -> None:
+        """Requantize with the compiled loops from now on (numba must be installed)."""
+        from .jit import kernels
+
+        compiled = kernels()
+        columns = [np.ascontiguousarray(col) for col in self.params.T]
+        bounds = (np.int64(self.lo), np.int64(self.hi))
+        if self.rounding == "double":  # m, nudge, half (zp folded in), r, [r > 0]
+            self.native = (compiled.requant_double, compiled.depthwise_double, (*columns, *bounds))
+        else:  # m, nudge, 31 + r; then zp
+            self.native = (compiled.requant_single, compiled.depthwise_single, (*columns, np.int64(self.zp), *bounds))
 
     def _tiled(self, width: int) -> tuple[np.ndarray, np.ndarray]:
         tile = self.tiles.get(width)
@@ -107,6 +135,11 @@ class FastRequant:
 
     def __call__(self, acc: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
         """``clamp(MBQM(acc + bias, m, shift) + zp)`` as ``out_dtype``; ``acc`` is not modified."""
+        if self.native is not None:
+            requant, _, constants = self.native
+            y = np.empty(acc.shape, out_dtype)
+            requant(acc.reshape(-1, self.channels), *constants, y.reshape(-1, self.channels))
+            return y
         scale, offset = self._tiled(acc.shape[-2]) if acc.ndim >= 2 else (self.scale, self.offset)
         u = np.multiply(acc, scale)
         u += offset

@@ -110,6 +110,8 @@ def depthwise_runner(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype:
     """
     dtype, fast = plan.dtype, plan.fast
     assert fast is not None
+    if fast.native is not None:
+        return _native_depthwise(plan, g, zp_in, mult, out_dtype)
     zp = dtype(zp_in)
     flat = g.sh == g.sw == 1 and 10 * (g.wp - g.ow) <= g.wp  # garbage columns ≤ 10%
     xp: np.ndarray = np.zeros((g.n, g.hp + int(flat), g.wp, g.co), dtype)
@@ -138,6 +140,24 @@ def depthwise_runner(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype:
         np.subtract(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, dtype=dtype, out=inner, casting="unsafe")
         y = fast(contract(), out_dtype)
         return np.ascontiguousarray(y[:, :, :g.ow, :]) if flat else y
+
+    return run
+
+
+def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype: np.dtype) -> Runner:
+    """The compiled depthwise loop (:mod:`.jit`): int32 sums of the in-image taps of
+    the unpadded 8-bit input, requantized in the same pass."""
+    fast = plan.fast
+    assert fast is not None and fast.native is not None
+    _, depthwise, constants = fast.native
+    weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.int32))  # exact integers
+    zp, shape = np.int32(zp_in), (g.n, g.oh, g.ow, g.co)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = np.empty(shape, out_dtype)
+        depthwise(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, weights, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl,
+                  *constants, y)  # output channel c·M + m reads input channel c
+        return y
 
     return run
 

@@ -1,0 +1,47 @@
+"""Whether the interpreter runs its hot loops compiled.
+
+With numba installed (``pip install 'graphwright[fast]'``) the requantization of
+every convolution and fully connected layer and the whole depthwise convolution
+run as compiled loops (:mod:`._jit_kernels`): one pass over the data instead of
+the ~8 numpy passes of the floating-point requantization, same integers.  Without
+numba, or with ``GRAPHWRIGHT_JIT=0`` in the environment, or ``Interpreter(...,
+jit=False)``, everything runs on numpy alone.  Both paths are tested bit-exact
+against LiteRT's reference kernels.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from types import ModuleType
+
+from ...errors import VerificationError
+
+__all__ = ["ENV", "available", "kernels", "wanted"]
+
+#: environment variable that turns the compiled loops off when set to 0
+ENV = "GRAPHWRIGHT_JIT"
+
+
+def available() -> bool:
+    """numba is importable (checked without importing it)."""
+    return importlib.util.find_spec("numba") is not None
+
+
+def wanted(requested: bool | None) -> bool:
+    """Resolve an interpreter's ``jit`` option: None = compiled when numba is installed
+    and ``GRAPHWRIGHT_JIT`` is not 0; True = compiled or a clear error; False = numpy."""
+    if requested is False:
+        return False
+    if requested is None:
+        return os.environ.get(ENV, "1").strip() != "0" and available()
+    if not available():
+        raise VerificationError("jit=True needs numba: pip install 'graphwright[fast]'")
+    return True
+
+
+def kernels() -> ModuleType:
+    """The compiled kernels (imports numba on first use)."""
+    from . import _jit_kernels
+
+    return _jit_kernels
