@@ -6,36 +6,39 @@ Usage:  python benchmarks/tflite_reference.py [--repeat 20] [--threads 1] [--jso
 Both run in this process on the same model file and the same seeded inputs:
 LiteRT with its default kernels (XNNPACK) and with its reference kernels
 (``BUILTIN_REF``), and graphwright's interpreter with double rounding (bit-exact
-with BUILTIN_REF) and single rounding.  Each timing is the median of
-``--repeat`` invokes after one warm-up; the reference interpreter's one-time
-preparation (weight matrices, multipliers) is timed separately.  ``--threads``
-sets LiteRT's thread count and, through ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS``
-set before numpy is imported, the BLAS threads of the numpy side (1 by default:
-on a shared machine BLAS threads fighting for cores dominate the time).
-The outputs are checked: bit-exact vs BUILTIN_REF, ±1 vs the default kernels.
-The last lines break the reference interpreter's time down by operator type
-(each operator's fastest of ``--repeat`` runs).
+with BUILTIN_REF) and single rounding — with its compiled loops (numba, the
+``[fast]`` extra; skipped when numba is missing) and on numpy alone.  Each timing
+is the median of ``--repeat`` invokes after one warm-up; the one-time preparation
+(weight matrices, multipliers, loading the compiled loops from numba's disk
+cache) is timed separately.  ``--threads`` sets LiteRT's thread count and, through
+``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` set before numpy is imported, the
+BLAS threads of the numpy side (1 by default: on a shared machine BLAS threads
+fighting for cores dominate the time).  The outputs are checked: bit-exact vs
+BUILTIN_REF, ±1 vs the default kernels.  The last lines break the compiled
+interpreter's time down by operator type (each operator's fastest of ``--repeat`` runs).
 
-Results on the shared 2-core sandbox (2026-11-21, 1 thread, another benchmark
-running on the other core): LiteRT default 0.86 ms, LiteRT BUILTIN_REF 28.5 ms;
-graphwright before the fast paths 21-33 ms (25-38x); with the float
-requantization and compiled runners 9.4-10.5 ms (11-12x); with depthwise layers
-as one ``einsum`` over strided views and im2col as one strided copy 8.4-9.7 ms
-median, depending on the load (9.8-11.4x; 0.30-0.34x of BUILTIN_REF), sum of
-per-operator minima 7.8 ms (was 8.9-9.7), bit-exact.  Paired in one process
-(fastest of the runs, old and new code interleaved): 9.3 -> 7.85 ms and
-10.2 -> 8.5 ms (-16%).  With 2 threads everything is slower on that machine
-(other work holds the second core).
-Where the floor is, of ~7.9 ms (the 53 requantizations timed inside a run): the requantization of 1.27 M outputs is 3.4 ms
-(~8 numpy passes per element — multiply, add, clip, floor, fraction, compare,
-nonzero, cast — plus ~25 us of call overhead per layer for the 53 layers); the
-GEMMs read 14 MB of float32 weights (LiteRT reads 3.5 MB of int8; numpy has no
-fast int8 matmul: 20x slower than float32 BLAS), the 3x3-spatial 1x1 layers and
-the classifier are bound by that; the depthwise layers take 2.5 ms in all.  Out-of-place
-passes over a ~0.9 MB tensor cost 2-3x in-place ones (the 2 MB L2), yet working
-in place on the GEMM output or in per-layer scratch buffers measured slower
-overall.  The 5x target (~4.3 ms) would need fused loops (compiled code): every
-numpy pass costs ~0.15-0.3 ns per element plus ~1 us per call.
+Results on the 2-core sandbox (2026-11-21, 1 thread, load average ~1,
+``--repeat 50``): LiteRT default 0.86 ms, LiteRT BUILTIN_REF 28.3 ms; graphwright
+compiled 4.14 ms double rounding (**4.81x**, target <= 5x; 0.15x of BUILTIN_REF),
+3.80 ms single (4.41x); numpy only 8.17 / 7.61 ms (9.5x / 8.8x); bit-exact.
+By operator (sum of per-operator minima 3.51 ms): CONV_2D 2.32, DEPTHWISE_CONV_2D
+0.67, FULLY_CONNECTED 0.16, ADD 0.15, MEAN 0.12, SOFTMAX 0.08 ms.  The first
+compiled run on a machine compiles the loops (~3.5 s, once; then cached on disk).
+
+Where the time goes now: the float32 GEMMs of the 1x1 and im2col convolutions
+are 1.19 ms of the 2.32 (BLAS at 45-160 GFLOP/s; the 3x3-spatial layers near
+the end are bound by reading float32 weights, 4x the bytes of LiteRT's int8),
+the compiled requantization 0.45 ms (0.5 ns per element, int64 multiply-shift),
+the ``x - zp`` float32 conversion 0.17 ms; the interpreter's own loop is 0.08 ms.
+The compiled depthwise loop runs at ~0.8-1.5 ns per output (8-lane int32
+multiply-adds); an explicit 3x3 float32 variant measured 0.7-0.9 ns, not worth
+its special case.  Compiled int8 dot products (``vpmaddwd``) beat BLAS only for
+the 1-row classifier, where they read int16 instead of float32 weights.
+
+History, same machine: numpy only, before the fast paths 21-33 ms; float
+requantization and preallocated runners 9.4-10.5 ms; depthwise layers as one
+``einsum`` over strided views 7.9-8.5 ms, where numpy's per-pass cost was the floor
+(the requantization of 1.27 M outputs took 3.4 ms in ~8 passes per element).
 """
 
 from __future__ import annotations
