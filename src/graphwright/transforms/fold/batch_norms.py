@@ -57,6 +57,7 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Model, Node
 from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip
 from ..context import TransformContext
+from ..onnx._channels import scaled
 from ..registry import TransformResult, transform
 
 __all__ = [
@@ -143,15 +144,12 @@ def per_channel(arr: np.ndarray, rank: int, axis: int, channels: int | None) -> 
 
 
 def _scaled_weights(conv: Node, w: np.ndarray, s: np.ndarray) -> np.ndarray:
-    """``W·s`` along the output-channel axis, rounded once to W's dtype."""
-    w64 = np.asarray(w, np.float64)
+    """``W·s`` along the output-channel axis, rounded once to W's dtype (no float64 copy of W)."""
     if conv.op == "MatMul":
-        out = w64 * (s[:, None] if conv.attr("transpose_b", False) else s[None, :])
-    elif conv.op == "DepthwiseConv2dNative":
-        out = w64 * s.reshape(w.shape[2], w.shape[3])
-    else:
-        out = w64 * s
-    return out.astype(w.dtype)
+        return scaled(w, s[:, None] if conv.attr("transpose_b", False) else s[None, :])
+    if conv.op == "DepthwiseConv2dNative":
+        return scaled(w, s.reshape(w.shape[2], w.shape[3]))
+    return scaled(w, s)
 
 
 # -- the shared rewrite -------------------------------------------------------------
@@ -341,14 +339,10 @@ def _fold_onnx(m: Match) -> Replacement | Skip:
             b = np.asarray(raw, np.float64).reshape(-1) if raw.size == channels else None
     if s is None or t is None or b is None:
         return m.skip(f"scale, offset or bias of {conv.name!r} is not one value per output channel")
-    w64 = np.asarray(w, np.float64)
-    if gemm:
-        new_w = w64 * (s[:, None] if trans_b else s[None, :])
-    else:
-        new_w = w64 * s.reshape((channels,) + (1,) * (w.ndim - 1))
+    new_w = scaled(w, (s[:, None] if trans_b else s[None, :]) if gemm else s.reshape((channels,) + (1,) * (w.ndim - 1)))
     root = m.node
     assert root is not None
-    w_value = m.constant(new_w.astype(w.dtype), name=f"{conv.name or 'conv'}_folded_w", dtype=w_tensor.dtype)
+    w_value = m.constant(new_w, name=f"{conv.name or 'conv'}_folded_w", dtype=w_tensor.dtype)
     b_value = m.constant((b * s + t / beta).astype(w.dtype), name=f"{conv.name or 'conv'}_folded_b",
                          dtype=w_tensor.dtype)
     new = m.clone(conv, inputs=[conv.inputs[0], w_value, b_value])

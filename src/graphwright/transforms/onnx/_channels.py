@@ -17,7 +17,7 @@ import numpy as np
 
 from ...ir import Node
 
-__all__ = ["out_channels", "scale_out_channels", "FLOAT_KINDS"]
+__all__ = ["out_channels", "scale_out_channels", "scaled", "FLOAT_KINDS"]
 
 FLOAT_KINDS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 
@@ -50,21 +50,23 @@ def scale_out_channels(node: Node, weight: np.ndarray, scale: np.ndarray) -> np.
     if channels is None or scale.shape != (channels,):
         return None
     s = scale.astype(np.float64)
-    out = np.empty(weight.shape, dtype=weight.dtype)
     if node.op == "Conv":
-        factor = s.reshape((channels,) + (1,) * (weight.ndim - 1))
-        w, target = weight, out
-    elif node.op == "ConvTranspose":
+        return scaled(weight, s.reshape((channels,) + (1,) * (weight.ndim - 1)))
+    if node.op == "ConvTranspose":
         group = int(node.attr("group", 1))
         c_in, per_group = weight.shape[0], weight.shape[1]
         if group < 1 or c_in % group:
             return None
         grouped = (group, c_in // group, per_group) + weight.shape[2:]
         factor = s.reshape((group, 1, per_group) + (1,) * (weight.ndim - 2))
-        w, target = weight.reshape(grouped), out.reshape(grouped)  # ``out`` is contiguous: a view
-    elif node.attr("transB", 0):
-        factor, w, target = s[:, None], weight, out
-    else:
-        factor, w, target = s[None, :], weight, out
-    np.multiply(w, factor, out=target, dtype=np.float64, casting="same_kind")
+        return scaled(weight.reshape(grouped), factor).reshape(weight.shape)
+    return scaled(weight, s[:, None] if node.attr("transB", 0) else s[None, :])
+
+
+def scaled(weight: np.ndarray, factor: np.ndarray) -> np.ndarray:
+    """``weight · factor`` (``factor`` broadcasting against it) computed in float64 and
+    rounded once to the weight's dtype, into a new array of the weight's shape —
+    without float64 copies of the weight (the ufunc converts a small buffer at a time)."""
+    out = np.empty(weight.shape, dtype=weight.dtype)
+    np.multiply(weight, factor, out=out, dtype=np.float64, casting="same_kind")
     return out
