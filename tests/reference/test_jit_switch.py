@@ -36,3 +36,33 @@ def test_backend_option_reaches_the_interpreter() -> None:
         assert session.interpreter.jit is False  # type: ignore[attr-defined]
     with prepare(path, backend="reference") as session:
         assert session.interpreter.jit is True  # type: ignore[attr-defined]
+
+
+def test_one_shot_commands_use_numpy_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading numba costs more than it saves on one inference: the CLI opts in only on GRAPHWRIGHT_JIT=1."""
+    monkeypatch.delenv(jit.ENV, raising=False)
+    assert jit.for_single_run() is False
+    monkeypatch.setenv(jit.ENV, "0")
+    assert jit.for_single_run() is False
+    monkeypatch.setenv(jit.ENV, "1")
+    assert jit.for_single_run() is None and jit.wanted(jit.for_single_run())
+
+
+def test_cli_run_passes_the_one_shot_choice_to_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    from graphwright.cli.main import main
+    from graphwright.runtime.reference import interpreter
+
+    seen: list[bool] = []
+    original = interpreter.Interpreter.__init__
+
+    def spy(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        original(self, *args, **kwargs)
+        seen.append(self.jit)
+
+    monkeypatch.setattr(interpreter.Interpreter, "__init__", spy)
+    path = str(model("tflite_model", "int8").path)
+    monkeypatch.delenv(jit.ENV, raising=False)
+    assert main(["run", path, "--engine", "reference", "--seed", "1"]) == 0
+    monkeypatch.setenv(jit.ENV, "1")
+    assert main(["run", path, "--engine", "reference", "--seed", "1"]) == 0
+    assert seen == [False, True]

@@ -58,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
 def _run_layers(args: argparse.Namespace) -> int:
     """Layer by layer: the reference interpreter against LiteRT on the same TFLite model."""
     from ..runtime import ModelSource
+    from ..runtime.reference.jit import for_single_run
     from ..runtime.reference.layers import compare_layers
     from ..verify import random_feeds
 
@@ -69,7 +70,7 @@ def _run_layers(args: argparse.Namespace) -> int:
     specs = input_specs(args.model_a)
     feeds = load_feeds(args.input, specs=specs) if args.input else random_feeds(specs, seed=args.seed)
     report = compare_layers(source, feeds, other=args.backend_b or "litert-ref", rounding=args.rounding,
-                            tolerance=args.atol or 0.0, isolate=args.isolate)
+                            tolerance=args.atol or 0.0, isolate=args.isolate, jit=for_single_run())
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import VerificationError
 from ..runtime import ModelSource, input_specs
 from ..runtime.execute import Job, execute
+from ..runtime.reference.jit import for_single_run
 from ..verify import load_feeds
 from ._console import stdout
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if engine != "reference" or source.format != "tflite":
             raise VerificationError("--compare-with compares the reference engine on a TFLite model")
     feeds = load_feeds(args.input, specs=input_specs(args.model)) if args.input else {}
-    options = {"rounding": args.rounding} if engine == "reference" else {}
+    options = {"rounding": args.rounding, "jit": for_single_run()} if engine == "reference" else {}
     names = _trace_names(source) if args.trace else None
     isolate = bool(args.isolate and (engine or _default(source)) in NATIVE)
     job = Job(backend=engine, options=options, outputs=names, seed=args.seed)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         from ..runtime.reference.layers import compare_layers
 
         report = compare_layers(source, result.feeds, other=args.compare_with, rounding=args.rounding,
-                                tolerance=args.tolerance, isolate=args.isolate)
+                                tolerance=args.tolerance, isolate=args.isolate, jit=for_single_run())
         status = 0 if report.first_difference is None else 1
     _print(args, result.backend, outputs, report)
     return status

@@ -5,7 +5,8 @@ every convolution and fully connected layer and the whole depthwise convolution
 run as compiled loops (:mod:`._jit_kernels`): one pass over the data instead of
 the ~8 numpy passes of the floating-point requantization, same integers.  Without
 numba, or with ``GRAPHWRIGHT_JIT=0`` in the environment, or ``Interpreter(...,
-jit=False)``, everything runs on numpy alone.  Both paths are tested bit-exact
+jit=False)``, everything runs on numpy alone; the command line, which runs a
+model once, uses numpy unless ``GRAPHWRIGHT_JIT=1`` (:func:`for_single_run`).  Both paths are tested bit-exact
 against LiteRT's reference kernels.
 """
 
@@ -17,7 +18,7 @@ from types import ModuleType
 
 from ...errors import VerificationError
 
-__all__ = ["ENV", "available", "kernels", "wanted"]
+__all__ = ["ENV", "available", "for_single_run", "kernels", "wanted"]
 
 #: environment variable that turns the compiled loops off when set to 0
 ENV = "GRAPHWRIGHT_JIT"
@@ -38,6 +39,14 @@ def wanted(requested: bool | None) -> bool:
     if not available():
         raise VerificationError("jit=True needs numba: pip install 'graphwright[fast]'")
     return True
+
+
+def for_single_run() -> bool | None:
+    """The ``jit`` option for a command that runs a model once (``graphwright run``,
+    ``compare --layers``): numpy, unless ``GRAPHWRIGHT_JIT=1`` asks for the compiled
+    loops — importing numba and loading them takes ~0.7 s, more than they save on
+    one inference (~4 ms on MobileNetV2); they pay from a few hundred runs on."""
+    return None if os.environ.get(ENV, "").strip() == "1" else False
 
 
 def kernels() -> ModuleType:
