@@ -66,3 +66,12 @@ def test_cli_run_passes_the_one_shot_choice_to_the_interpreter(monkeypatch: pyte
     monkeypatch.setenv(jit.ENV, "1")
     assert main(["run", path, "--engine", "reference", "--seed", "1"]) == 0
     assert seen == [False, True]
+
+
+def test_a_numba_that_does_not_load_falls_back_or_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(jit.ENV, raising=False)
+    monkeypatch.setattr(jit, "_import_error", lambda: "ImportError: Numba needs NumPy 2.5 or less")
+    path = model("tflite_model", "int8").path
+    assert not Interpreter(path).jit  # automatic: numpy, the model still runs
+    with pytest.raises(VerificationError, match=r"numba is installed but does not load \(ImportError: Numba needs"):
+        Interpreter(path, jit=True)

@@ -12,6 +12,7 @@ against LiteRT's reference kernels.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from types import ModuleType
@@ -30,15 +31,30 @@ def available() -> bool:
 
 
 def wanted(requested: bool | None) -> bool:
-    """Resolve an interpreter's ``jit`` option: None = compiled when numba is installed
-    and ``GRAPHWRIGHT_JIT`` is not 0; True = compiled or a clear error; False = numpy."""
+    """Resolve an interpreter's ``jit`` option: None = compiled when numba is installed,
+    imports, and ``GRAPHWRIGHT_JIT`` is not 0; True = compiled or a clear error; False = numpy."""
     if requested is False:
         return False
     if requested is None:
-        return os.environ.get(ENV, "1").strip() != "0" and available()
+        return os.environ.get(ENV, "1").strip() != "0" and available() and _import_error() is None
     if not available():
         raise VerificationError("jit=True needs numba: pip install 'graphwright[fast]'")
+    problem = _import_error()
+    if problem is not None:
+        raise VerificationError(f"jit=True: numba is installed but does not load ({problem}); "
+                                f"reinstall it, or run with jit=False")
     return True
+
+
+@functools.cache
+def _import_error() -> str | None:
+    """Why the compiled kernels cannot be imported (a numba built for another numpy,
+    a broken llvmlite), or None; asked once per process."""
+    try:
+        kernels()
+    except Exception as e:  # numba raises ImportError, but also its own errors from native code
+        return f"{type(e).__name__}: {e}".splitlines()[0]
+    return None
 
 
 def for_single_run() -> bool | None:
