@@ -4,19 +4,21 @@ convolution, one pass each, integer arithmetic exactly as :mod:`.fixedpoint`.
 Imported only through :mod:`.jit` (importing numba costs ~0.3 s and compiling a
 loop ~0.5 s per signature; ``cache=True`` keeps the machine code on disk, so
 that is paid once per machine).  Every function writes into an ``out`` array the
-caller allocated, releases the GIL, and takes its per-channel constants
-precomputed (see ``requant.FastRequant``):
+caller allocated and releases the GIL.  Both roundings are one formula over
+per-channel constants ``p = (m, nudge, half, r, neg, lo, hi)`` (made by
+``requant.FastRequant.compile``)::
 
-* double rounding (reference kernels), ``r`` = right shift ≥ 0::
+    h = ((acc + bias)·m + nudge') >> 31          nudge = bias·m + nudge'
+    y = clamp((h + half − [h < 0]·neg) >> r, lo, hi)
 
-      h = ((acc + bias)·m + 2^30) >> 31        nudge = bias·m + 2^30
-      y = (h + 2^(r−1) + zp·2^r − [h < 0][r > 0]) >> r        half = 2^(r−1) + zp·2^r
+* double rounding (reference kernels): ``nudge' = 2^30``, ``half = 2^(r−1) + zp·2^r``,
+  ``neg = [r > 0]`` — SRDHM, then a division by ``2^r`` rounding half away from zero;
+* single rounding (XNNPACK): ``nudge' = 2^(30+r)``, ``half = zp·2^r``, ``neg = 0`` —
+  two floor shifts by 31 and r are one floor shift by 31 + r.
 
-  (``zp·2^r`` added before the exact division by ``2^r`` adds ``zp`` after it);
-* single rounding (XNNPACK): ``y = ((acc + bias)·m + 2^(30+r)) >> (31+r) + zp``.
-
-Then ``y`` is clamped to ``[lo, hi]``.  ``(acc + bias)·m`` needs ``|acc + bias| <
-2^32`` to fit in int64: accumulators are int32 sums (the caller guarantees it).
+``zp·2^r`` added before the exact division by ``2^r`` adds ``zp`` after it.
+``(acc + bias)·m + nudge'`` fits in int64 because accumulators are int32 sums
+(``|acc + bias| < 2^31``, ``m < 2^31``, ``nudge' ≤ 2^61``).
 """
 
 from __future__ import annotations
@@ -28,84 +30,49 @@ _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
 
 @numba.njit(inline="always", **_JIT)
-def _double(v, m, nudge, half, right, neg, lo, hi):  # type: ignore[no-untyped-def]
-    h = (v * m + nudge) >> 31
-    y = (h + half - ((h >> 63) & neg)) >> right
-    return min(max(y, lo), hi)
-
-
-@numba.njit(inline="always", **_JIT)
-def _single(v, m, nudge, total, zp, lo, hi):  # type: ignore[no-untyped-def]
-    y = ((v * m + nudge) >> total) + zp
+def _requantized(v, c, p):  # type: ignore[no-untyped-def]
+    """Accumulator ``v`` of channel ``c`` requantized and clamped (see the module docstring)."""
+    m, nudge, half, right, neg, lo, hi = p
+    h = (v * m[c] + nudge[c]) >> 31
+    y = (h + half[c] - ((h >> 63) & neg[c])) >> right[c]
     return min(max(y, lo), hi)
 
 
 @numba.njit(**_JIT)
-def requant_double(acc, m, nudge, half, right, neg, lo, hi, out):  # type: ignore[no-untyped-def]
-    """``out[i, c] = clamp(double-rounded requantization of acc[i, c] + bias[c])``;
-    ``acc`` [rows, C] holds exact integers (float or int)."""
+def requantize(acc, p, out):  # type: ignore[no-untyped-def]
+    """``out[i, c]`` = ``acc[i, c]`` requantized; ``acc`` [rows, C] holds exact integers (float or int)."""
     rows, channels = acc.shape
     for i in range(rows):
         for c in range(channels):
-            out[i, c] = _double(np.int64(acc[i, c]), m[c], nudge[c], half[c], right[c], neg[c], lo, hi)
+            out[i, c] = _requantized(np.int64(acc[i, c]), c, p)
 
 
 @numba.njit(**_JIT)
-def requant_single(acc, m, nudge, total, zp, lo, hi, out):  # type: ignore[no-untyped-def]
-    """As :func:`requant_double` with XNNPACK's single rounding."""
-    rows, channels = acc.shape
-    for i in range(rows):
-        for c in range(channels):
-            out[i, c] = _single(np.int64(acc[i, c]), m[c], nudge[c], total[c], zp, lo, hi)
-
-
-@numba.njit(**_JIT)
-def _depthwise_sums(x, zp_in, w, sh, sw, dh, dw, pt, pl, n, oy, ox, acc):  # type: ignore[no-untyped-def]
-    """``acc[c] = Σ_taps (x[tap, c] − zp_in)·w[tap, c]`` over the in-image taps of
-    output pixel (oy, ox): padded taps contribute 0, as padding with ``zp_in`` does."""
-    kh, kw, channels = w.shape
-    height, width = x.shape[1], x.shape[2]
-    acc[:] = 0
-    for i in range(kh):
-        iy = oy * sh - pt + i * dh
-        if iy < 0 or iy >= height:
-            continue
-        for j in range(kw):
-            ix = ox * sw - pl + j * dw
-            if ix < 0 or ix >= width:
-                continue
-            for c in range(channels):
-                acc[c] += (np.int32(x[n, iy, ix, c]) - zp_in) * w[i, j, c]
-
-
-@numba.njit(**_JIT)
-def depthwise_double(x, zp_in, w, sh, sw, dh, dw, pt, pl, m, nudge, half, right, neg,  # type: ignore[no-untyped-def]
-                     lo, hi, out):
+def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-untyped-def]
     """Depthwise convolution of ``x`` [N, H, W, C] (8-bit; depth multiplier already
-    expanded) with int32 taps ``w`` [KH, KW, C] (weight zero point removed), int32
-    accumulators, requantized with double rounding into ``out`` [N, OH, OW, C]."""
+    expanded) with int32 taps ``w`` [KH, KW, C] (weight zero point removed): int32
+    sums of the in-image taps — padded taps contribute 0, as padding with ``zp_in``
+    does — requantized into ``out`` [N, OH, OW, C]."""
     batch, oh, ow, channels = out.shape
+    kh, kw = w.shape[0], w.shape[1]
+    height, width = x.shape[1], x.shape[2]
     acc = np.empty(channels, np.int32)
     for n in range(batch):
         for oy in range(oh):
             for ox in range(ow):
-                _depthwise_sums(x, zp_in, w, sh, sw, dh, dw, pt, pl, n, oy, ox, acc)
+                acc[:] = 0
+                for i in range(kh):
+                    iy = oy * sh - pt + i * dh
+                    if iy < 0 or iy >= height:
+                        continue
+                    for j in range(kw):
+                        ix = ox * sw - pl + j * dw
+                        if ix < 0 or ix >= width:
+                            continue
+                        for c in range(channels):
+                            acc[c] += (np.int32(x[n, iy, ix, c]) - zp_in) * w[i, j, c]
                 for c in range(channels):
-                    out[n, oy, ox, c] = _double(np.int64(acc[c]), m[c], nudge[c], half[c], right[c], neg[c], lo, hi)
-
-
-@numba.njit(**_JIT)
-def depthwise_single(x, zp_in, w, sh, sw, dh, dw, pt, pl, m, nudge, total, zp, lo, hi,  # type: ignore[no-untyped-def]
-                     out):
-    """As :func:`depthwise_double` with XNNPACK's single rounding."""
-    batch, oh, ow, channels = out.shape
-    acc = np.empty(channels, np.int32)
-    for n in range(batch):
-        for oy in range(oh):
-            for ox in range(ow):
-                _depthwise_sums(x, zp_in, w, sh, sw, dh, dw, pt, pl, n, oy, ox, acc)
-                for c in range(channels):
-                    out[n, oy, ox, c] = _single(np.int64(acc[c]), m[c], nudge[c], total[c], zp, lo, hi)
+                    out[n, oy, ox, c] = _requantized(np.int64(acc[c]), c, p)
 
 
 @numba.njit(**_JIT)

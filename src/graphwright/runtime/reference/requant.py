@@ -38,7 +38,7 @@ declines for its slack (r = 1 with double rounding).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from types import ModuleType
 
 import numpy as np
 
@@ -77,8 +77,8 @@ class FastRequant:
             self.params = np.stack([m, bias * m + (np.int64(1) << (30 + self.right)), 31 + self.right], axis=1)
         #: width -> (scale, offset) repeated ``width`` times: one long inner loop for numpy
         self.tiles: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        #: compiled (requantize, depthwise, per-channel constants) when set by :meth:`compile`
-        self.native: tuple[Callable[..., None], Callable[..., None], tuple[object, ...]] | None = None
+        #: (the compiled kernels' module, their per-channel constants) once :meth:`compile` ran
+        self.native: tuple[ModuleType, tuple[object, ...]] | None = None
 
     @classmethod
     def build(cls, *, bias: np.ndarray | None, m: np.ndarray, shift: np.ndarray, zp: int,
@@ -120,12 +120,14 @@ class FastRequant:
         from .jit import kernels
 
         compiled = kernels()
-        columns = [np.ascontiguousarray(col) for col in self.params.T]
-        bounds = (np.int64(self.lo), np.int64(self.hi))
-        if self.rounding == "double":  # m, nudge, half (zp folded in), r, [r > 0]
-            self.native = (compiled.requant_double, compiled.depthwise_double, (*columns, *bounds))
-        else:  # m, nudge, 31 + r; then zp
-            self.native = (compiled.requant_single, compiled.depthwise_single, (*columns, np.int64(self.zp), *bounds))
+        r = self.right
+        scaled_zp = np.int64(self.zp) * (np.int64(1) << r)
+        if self.rounding == "double":
+            nudge, half, neg = self.bias * self.m + (1 << 30), self.half + scaled_zp, self.right_pos.astype(np.int64)
+        else:  # one floor shift by 31 + r = a floor shift by 31, then by r
+            nudge, half, neg = self.bias * self.m + (np.int64(1) << (30 + r)), scaled_zp, np.zeros_like(r)
+        columns = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (self.m, nudge, half, r, neg))
+        self.native = (compiled, (*columns, np.int64(self.lo), np.int64(self.hi)))
 
     def _tiled(self, width: int) -> tuple[np.ndarray, np.ndarray]:
         tile = self.tiles.get(width)
@@ -136,9 +138,9 @@ class FastRequant:
     def __call__(self, acc: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
         """``clamp(MBQM(acc + bias, m, shift) + zp)`` as ``out_dtype``; ``acc`` is not modified."""
         if self.native is not None:
-            requant, _, constants = self.native
+            compiled, constants = self.native
             y = np.empty(acc.shape, out_dtype)
-            requant(acc.reshape(-1, self.channels), *constants, y.reshape(-1, self.channels))
+            compiled.requantize(acc.reshape(-1, self.channels), constants, y.reshape(-1, self.channels))
             return y
         scale, offset = self._tiled(acc.shape[-2]) if acc.ndim >= 2 else (self.scale, self.offset)
         u = np.multiply(acc, scale)
@@ -174,3 +176,4 @@ class FastRequant:
             v >>= total
             v += self.zp
         return v
+

@@ -149,14 +149,14 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
     the unpadded 8-bit input, requantized in the same pass."""
     fast = plan.fast
     assert fast is not None and fast.native is not None
-    _, depthwise, constants = fast.native
+    compiled, constants = fast.native
     weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.int32))  # exact integers
     zp, shape = np.int32(zp_in), (g.n, g.oh, g.ow, g.co)
 
     def run(x: np.ndarray) -> np.ndarray:
         y = np.empty(shape, out_dtype)
-        depthwise(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, weights, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl,
-                  *constants, y)  # output channel c·M + m reads input channel c
+        compiled.depthwise(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, weights, g.sh, g.sw, g.dh, g.dw,
+                           g.pt, g.pl, constants, y)  # output channel c·M + m reads input channel c
         return y
 
     return run
