@@ -23,8 +23,8 @@ from .errors import (
 )
 from .formats import detect_format, load, save, serialize
 from .inspect import summarize
-from .simplify import simplify
 from .ir import Attr, DType, Graph, Model, Node, Tensor, Value
+from .simplify import simplify
 from .transforms import PipelineReport, TransformResult, run_pipeline
 from .transforms import transform as register_transform
 

@@ -47,7 +47,7 @@ def test_empty_file(tmp_path: Path) -> None:
 
 def test_random_bytes(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    for i in range(40):
+    for _ in range(40):
         data = bytes([0x0A]) + rng.integers(0, 256, int(rng.integers(1, 300)), dtype=np.uint8).tobytes()
         with pytest.raises(ModelLoadError):
             load_bytes(tmp_path, data, format="graphdef")

@@ -203,7 +203,7 @@ def test_model_meta_is_written_back_and_can_change(tmp_path: Path) -> None:
     gd = written(model)
     assert not gd.HasField("library") and gd.versions.producer == 27 and gd.version == 17
     model.meta["graphdef.versions"] = "not a proto"
-    with pytest.raises(ModelSaveError, match="graphdef.versions"):
+    with pytest.raises(ModelSaveError, match=r"graphdef\.versions"):
         graphdef.serialize(model)
 
 
@@ -226,10 +226,10 @@ def test_unwritable_graphs_raise_model_save_error(tmp_path: Path) -> None:
     user = Node("Neg", [c2.output], dialect="tf", name="neg")
     model = tf_model(c2, user)
     model.graph.remove(c2, force=True)
-    with pytest.raises(ModelSaveError, match="'neg'.*not in the graph"):
+    with pytest.raises(ModelSaveError, match=r"'neg'.*not in the graph"):
         graphdef.serialize(model)
     loose = Node("Neg", [Value("nowhere")], dialect="tf", name="loose")
-    with pytest.raises(ModelSaveError, match="nothing|no node"):
+    with pytest.raises(ModelSaveError, match=r"nothing|no node"):
         graphdef.serialize(tf_model(loose))
     bad_attrs = [Attr(AttrKind.GRAPH, Graph("tf")), Attr(AttrKind.OPAQUE, object()),
                  Attr.tensor(Tensor(DType.BFLOAT16, (1,), loader=lambda: np.zeros(1))),

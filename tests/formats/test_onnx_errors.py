@@ -135,7 +135,7 @@ def test_corrupt_raw_data_fails_on_use_not_at_load(tmp_path: Path) -> None:
     model = formats.load(path)
     with pytest.raises(ModelLoadError, match="raw_data holds 7 bytes"):
         model.graph.initializers[0].const.numpy()
-    with pytest.raises(ModelSaveError, match="conv.w"):
+    with pytest.raises(ModelSaveError, match=r"conv\.w"):
         save(model, tmp_path / "out.onnx")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.onnx"]
 
@@ -164,7 +164,7 @@ def test_failed_save_leaves_old_files_and_no_temp_file(tmp_path: Path, external:
     target.write_bytes(b"old model")
     data = tmp_path / "model.onnx.data"
     data.write_bytes(b"old data")
-    with pytest.raises(ModelSaveError, match="'bad'.*disk on fire"):
+    with pytest.raises(ModelSaveError, match=r"'bad'.*disk on fire"):
         save(_failing_model(), target, external_data=external, external_min_bytes=1)
     assert target.read_bytes() == b"old model" and data.read_bytes() == b"old data"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model.onnx.data"]

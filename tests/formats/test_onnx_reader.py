@@ -213,7 +213,7 @@ def test_quantization_annotations_and_training_info_follow_the_model() -> None:
     model = from_proto(proto)
     assert to_proto(model) == proto
     g = model.graph
-    (stored, refs), = g.meta["onnx.quantization_annotation"]
+    (_stored, refs), = g.meta["onnx.quantization_annotation"]
     assert refs["c"].producer.op == "Conv" and refs["bn.scale"].is_initializer
     refs["c"].name = "conv_out"  # renames are followed by the annotation
     refs["bn.scale"].name = "gamma"

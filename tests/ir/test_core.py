@@ -28,7 +28,7 @@ def chain(n: int) -> tuple[Graph, Value, list[Node]]:
 
 
 def test_def_use_is_maintained_by_mutators() -> None:
-    g, x, (a, b, c) = chain(3)
+    _g, x, (a, b, c) = chain(3)
     assert x.uses() == ((a, 0),)
     assert a.output.users() == [b]
     c.replace_input(0, a.output)
@@ -54,7 +54,7 @@ def test_remove_refuses_before_touching_anything() -> None:
 
 
 def test_control_edges_are_edges() -> None:
-    g, x, (a, b, c) = chain(3)
+    g, _x, (a, b, c) = chain(3)
     c.add_control_input(a)
     assert a.control_users == (c,)
     with pytest.raises(GraphCheckError, match="control edge"):
@@ -64,7 +64,7 @@ def test_control_edges_are_edges() -> None:
 
 
 def test_iterating_while_removing_and_inserting() -> None:
-    g, x, nodes = chain(6)
+    g, _x, _nodes = chain(6)
     seen = []
     for node in g:
         seen.append(node.name)
@@ -79,7 +79,7 @@ def test_iterating_while_removing_and_inserting() -> None:
 
 
 def test_topological_order_is_stable_and_detects_cycles() -> None:
-    g, x, (a, b, c) = chain(3)
+    g, _x, (a, b, c) = chain(3)
     g.sort([c, a, b])
     assert [n.name for n in topological_order(g)] == ["r0", "r1", "r2"]
     a.replace_input(0, c.output)
@@ -88,7 +88,7 @@ def test_topological_order_is_stable_and_detects_cycles() -> None:
 
 
 def test_check_finds_dangling_inputs() -> None:
-    g, x, (a, b, c) = chain(3)
+    g, _x, (_a, b, _c) = chain(3)
     b.replace_input(0, Value("ghost"))
     with pytest.raises(GraphCheckError, match="ghost"):
         check(g)
@@ -111,7 +111,7 @@ def test_constant_value_across_dialects_and_lazy_tensors() -> None:
 def test_large_chain_is_linear_and_iterative() -> None:
     n = 200_000
     start = time.perf_counter()
-    g, x, nodes = chain(n)
+    g, _x, nodes = chain(n)
     order = topological_order(g)
     check(g)
     assert len(order) == n and order[0] is nodes[0] and order[-1] is nodes[-1]

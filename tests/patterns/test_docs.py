@@ -13,7 +13,7 @@ def test_worked_example_runs() -> None:
     assert len(blocks) >= 5
     namespace: dict[str, object] = {}
     for block in blocks:
-        exec(compile(block, str(DOC), "exec"), namespace)  # noqa: S102 - our own documentation
+        exec(compile(block, str(DOC), "exec"), namespace)  # our own documentation
     report = namespace["report"]
     assert report.applied == 0  # type: ignore[attr-defined]  # the last block's sweep
     assert len(namespace["g"]) == 4  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ def test_captures_by_name() -> None:
     assert set(m.names) == {"x", "w", "conv", "s"} and "w" in m and m.get("nope") is None
     # Wildcard and constant producers are the boundary: not part of the match.
     assert m.nodes == (cm.conv, cm.mul)
-    with pytest.raises(KeyError, match="no capture named 'nope'.*captures: "):
+    with pytest.raises(KeyError, match=r"no capture named 'nope'.*captures: "):
         m["nope"]
     with pytest.raises(TransformError, match="capture 'x' is not a constant"):
         m.array("x")
@@ -142,7 +142,7 @@ def test_where_dialect_domain_port_omitted() -> None:
     assert match_pattern(P("Gelu", P("Split", port=0)), gelu) is None
     assert match_pattern(P("Gelu", where=lambda n: n.domain == "com.microsoft"), gelu) is not None
     assert match_pattern(P("Gelu", where=lambda n: False), gelu) is None
-    with pytest.raises(TransformError, match="where= predicate 'boom'.*Gelu node 'gelu'.*ZeroDivisionError"):
+    with pytest.raises(TransformError, match=r"where= predicate 'boom'.*Gelu node 'gelu'.*ZeroDivisionError"):
         def boom(n: Node) -> bool:
             return bool(1 // 0)
         match_pattern(P("Gelu", where=boom), gelu)

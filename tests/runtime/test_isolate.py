@@ -73,7 +73,7 @@ def _overflowing_buffer_tflite(source: Path, target: Path) -> Path:
 
 def test_corrupt_tflite_that_crashes_litert(tmp_path: Path) -> None:
     path = _overflowing_buffer_tflite(EXAMPLES / "small_cnn.tflite", tmp_path / "overflow.tflite")
-    with pytest.raises(ModelLoadError, match="buffer .* spans bytes 9223372036854775808"):
+    with pytest.raises(ModelLoadError, match=r"buffer .* spans bytes 9223372036854775808"):
         run(path)  # graphwright's reader refuses the file before LiteRT sees it
     for backend in ("litert", "litert-ref"):
         with pytest.raises(VerificationError) as info:

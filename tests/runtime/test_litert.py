@@ -87,9 +87,9 @@ def test_errors(tflite_float: Path, tmp_path: Path) -> None:
         prepare(tflite_float, options={"delegate": "gpu"})
     truncated = tmp_path / "truncated.tflite"
     truncated.write_bytes(tflite_float.read_bytes()[:200])
-    with pytest.raises(ModelLoadError, match="truncated.tflite"):
+    with pytest.raises(ModelLoadError, match=r"truncated\.tflite"):
         run(truncated)
-    with pytest.raises(VerificationError, match="litert cannot load .*truncated.tflite"):
+    with pytest.raises(VerificationError, match=r"litert cannot load .*truncated\.tflite"):
         run(truncated, options={"verify_file": False})
     with pytest.raises(VerificationError, match="cannot run tflite models"):
         run(tflite_float, backend="onnxruntime")

@@ -85,7 +85,7 @@ def test_runtime_failure_is_a_verification_error(tmp_path: Path) -> None:
     )
     ok = run(path, {"data": np.arange(6, dtype=np.float32), "shape": np.array([2, 3])})["out"]
     assert ok.shape == (2, 3)
-    with pytest.raises(VerificationError, match="onnxruntime failed running .*reshape.onnx") as info:
+    with pytest.raises(VerificationError, match=r"onnxruntime failed running .*reshape\.onnx") as info:
         run(path, {"data": np.arange(6, dtype=np.float32), "shape": np.array([4, 4])})
     assert "\n" not in str(info.value)
 
@@ -93,7 +93,7 @@ def test_runtime_failure_is_a_verification_error(tmp_path: Path) -> None:
 def test_corrupt_and_missing_files(tmp_path: Path, onnx_path: Path) -> None:
     broken = tmp_path / "broken.onnx"
     broken.write_bytes(onnx_path.read_bytes()[:40])
-    with pytest.raises(VerificationError, match="onnxruntime cannot load .*broken.onnx"):
+    with pytest.raises(VerificationError, match=r"onnxruntime cannot load .*broken\.onnx"):
         run(broken, {"x": np.ones((1, 4), np.float32)})
     with pytest.raises(ModelLoadError, match="no such file"):
         run(tmp_path / "absent.onnx")
@@ -158,7 +158,7 @@ def test_external_data_is_not_read_from_the_working_directory(
 ) -> None:
     path = _external_model(tmp_path, wb)
     monkeypatch.chdir(tmp_path)  # ext.bin is in the cwd: bytes alone must still not reach it
-    with pytest.raises(VerificationError, match="(?i)external data"):
+    with pytest.raises(VerificationError, match=r"(?i)external data"):
         run(path.read_bytes(), {"x": np.ones((1, 4), np.float32)})
 
 

@@ -74,11 +74,11 @@ def test_unknown_op_and_garbage(tmp_path: Path, tf_path: Path) -> None:
     graph_def.node[-1].op = "NoSuchOp"
     path = tmp_path / "unknown.pb"
     path.write_bytes(graph_def.SerializeToString())
-    with pytest.raises(VerificationError, match="TensorFlow cannot import .*NoSuchOp"):
+    with pytest.raises(VerificationError, match=r"TensorFlow cannot import .*NoSuchOp"):
         run(path)
     garbage = tmp_path / "garbage.pb"
     garbage.write_bytes(b"\x0a\xff\xff\xff\xff\x0f")
-    with pytest.raises(VerificationError, match="cannot parse .* as a GraphDef"):
+    with pytest.raises(VerificationError, match=r"cannot parse .* as a GraphDef"):
         run(ModelSource("graphdef", path=garbage))
 
 

@@ -143,7 +143,7 @@ def test_structural_check_catches_a_transform_that_breaks_the_graph() -> None:
 
     try:
         model, _ = tf_graph()
-        with pytest.raises(TransformError, match="test_breaks_graph left the graph inconsistent.*ghost"):
+        with pytest.raises(TransformError, match=r"test_breaks_graph left the graph inconsistent.*ghost"):
             run_pipeline(model, "test_breaks_graph", outputs=["out"])
     finally:
         registry._REGISTRY.pop("test_breaks_graph", None)
@@ -151,7 +151,7 @@ def test_structural_check_catches_a_transform_that_breaks_the_graph() -> None:
 
 def test_outputs_must_exist() -> None:
     model, _ = tf_graph()
-    with pytest.raises(TransformError, match="--outputs names 'softmax'.*no node 'softmax'"):
+    with pytest.raises(TransformError, match=r"--outputs names 'softmax'.*no node 'softmax'"):
         run_pipeline(model, "strip_unused_nodes", outputs=["softmax"])
 
 

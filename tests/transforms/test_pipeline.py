@@ -8,8 +8,7 @@ import textwrap
 import pytest
 
 from graphwright.errors import PipelineSyntaxError, TransformError
-from graphwright.transforms import PRESETS, Params, all_transforms, format_call, parse_pipeline, plan_pipeline
-from graphwright.transforms import registry
+from graphwright.transforms import PRESETS, Params, all_transforms, format_call, parse_pipeline, plan_pipeline, registry
 
 
 def test_seed_recipe_parses() -> None:
@@ -70,7 +69,7 @@ def test_typed_getters_name_transform_and_parameter() -> None:
 
 
 def test_unknown_transform_and_parameter_are_errors_before_anything_runs() -> None:
-    with pytest.raises(TransformError, match="unknown transform 'strip_unused'.*strip_unused_nodes.*list-transforms"):
+    with pytest.raises(TransformError, match=r"unknown transform 'strip_unused'.*strip_unused_nodes.*list-transforms"):
         plan_pipeline("sort_by_execution_order strip_unused")
     with pytest.raises(TransformError, match=r"round_weights: unknown parameter 'steps'; valid parameters: num_steps"):
         plan_pipeline("round_weights(steps=3)")
@@ -88,7 +87,7 @@ def test_every_transform_accepts_ignore_errors() -> None:
 
 
 def test_dialect_mismatch_is_a_clear_error() -> None:
-    with pytest.raises(TransformError, match="set_device does not apply to ONNX models.*TensorFlow GraphDef"):
+    with pytest.raises(TransformError, match=r"set_device does not apply to ONNX models.*TensorFlow GraphDef"):
         plan_pipeline("set_device(device=/cpu:0)", "onnx")
 
 

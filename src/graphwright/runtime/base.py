@@ -244,7 +244,7 @@ class Session(abc.ABC):
     def run(self, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Run once; returns the requested outputs (default: all) keyed as requested."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - deliberately a no-op default, not abstract: override only if needed
         """Release the runtime's resources (optional)."""
 
     def __enter__(self) -> Self:

@@ -197,7 +197,7 @@ def child_main(workdir_arg: str) -> int:
     except GraphwrightError as e:
         _write_result(workdir, {"status": "error", "type": type(e).__name__, "message": str(e)})
         return 1
-    except Exception as e:  # noqa: BLE001 - reported to the parent as a one-line VerificationError
+    except Exception as e:  # reported to the parent as a one-line VerificationError
         message = f"{spec['backend']} failed on {spec['label']}: {type(e).__name__}: {one_line(e)}"
         _write_result(workdir, {"status": "error", "type": "VerificationError", "message": message})
         return 1

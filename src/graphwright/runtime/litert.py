@@ -109,7 +109,7 @@ class LiteRTSession(Session):
                     num_threads=None if threads is None else int(threads),
                 )
             interp.allocate_tensors()
-        except Exception as e:  # noqa: BLE001 - LiteRT raises ValueError/RuntimeError
+        except Exception as e:  # LiteRT raises ValueError/RuntimeError
             raise VerificationError(f"{self._backend.name} cannot load {self._source.label}: {one_line(e)}") from None
         return interp
 
@@ -147,7 +147,7 @@ class LiteRTSession(Session):
                 interp.set_tensor(self._input_index[name], np.ascontiguousarray(array))
             interp.invoke()
             return {name: np.array(interp.get_tensor(indices[name])) for name in names}
-        except Exception as e:  # noqa: BLE001 - LiteRT raises ValueError/RuntimeError
+        except Exception as e:  # LiteRT raises ValueError/RuntimeError
             raise VerificationError(
                 f"{self._backend.name} failed running {self._source.label}: {one_line(e)}"
             ) from None
@@ -162,5 +162,5 @@ def _dtype(np_type: Any) -> DType:
 
 def _shape(detail: Mapping[str, Any]) -> tuple[int | None, ...]:
     signature = detail.get("shape_signature")
-    dims = detail["shape"] if signature is None or len(signature) == 0 and len(detail["shape"]) else signature
+    dims = detail["shape"] if signature is None or (len(signature) == 0 and len(detail["shape"])) else signature
     return tuple(None if int(d) < 0 else int(d) for d in dims)

@@ -104,7 +104,7 @@ class OnnxRuntimeBackend(Backend):
             try:
                 sess = ort.InferenceSession(data, session_options(Path(empty)), providers=["CPUExecutionProvider"])
                 return OnnxRuntimeSession(sess, source)
-            except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception classes
+            except Exception as e:  # onnxruntime raises its own exception classes
                 if "external data" not in str(e).lower() or source.path is None:
                     raise VerificationError(f"onnxruntime cannot load {source.label}: {one_line(e)}") from None
         # The file references external data: let the ONNX reader vet every location first.
@@ -118,7 +118,7 @@ class OnnxRuntimeBackend(Backend):
     def _create(ort: ModuleType, data: bytes, so: Any, source: ModelSource) -> Any:
         try:
             return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
-        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception classes
+        except Exception as e:  # onnxruntime raises its own exception classes
             raise VerificationError(f"onnxruntime cannot load {source.label}: {one_line(e)}") from None
 
 
@@ -144,7 +144,7 @@ class OnnxRuntimeSession(Session):
             )
         try:
             results = self._session.run(names, {k: np.asarray(v) for k, v in feeds.items()})
-        except Exception as e:  # noqa: BLE001 - onnxruntime raises its own exception classes
+        except Exception as e:  # onnxruntime raises its own exception classes
             raise VerificationError(f"onnxruntime failed running {self._label}: {one_line(e)}") from None
         return {name: np.asarray(r) for name, r in zip(names, results)}
 

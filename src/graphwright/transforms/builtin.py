@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import onnx as _onnx_passes  # noqa: F401 - simplify's passes
 from .cleanup import (  # noqa: F401 - imported to register
     merge_duplicate_nodes,
     remove_control_dependencies,
@@ -11,6 +12,13 @@ from .cleanup import (  # noqa: F401 - imported to register
 )
 from .debug import insert_logging  # noqa: F401
 from .device import devices  # noqa: F401
+from .fold import batch_norms, fold_constants  # noqa: F401
+from .fuse import (  # noqa: F401
+    onnx_gelu,
+    onnx_layer_norm,
+    onnx_ort_contrib,
+    remapper,
+)
 from .quantize import freeze_requantization_ranges, quantize_nodes, quantize_weights, round_weights  # noqa: F401
 from .rename import attributes, obfuscate_names, rename_node, rename_op  # noqa: F401
 from .tf import (  # noqa: F401
@@ -26,7 +34,3 @@ from .tf import (  # noqa: F401
     inline_partitionedcall,
     sparsify_gather,
 )
-from .fold import batch_norms, fold_constants  # noqa: F401
-from .fuse import remapper  # noqa: F401
-from .fuse import onnx_gelu, onnx_layer_norm, onnx_ort_contrib  # noqa: F401
-from . import onnx as _onnx_passes  # noqa: F401 - simplify's passes

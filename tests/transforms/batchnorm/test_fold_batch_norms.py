@@ -9,8 +9,8 @@ import pytest
 
 pytestmark = pytest.mark.tf
 tg = pytest.importorskip("tests.transforms.batchnorm.tfgraphs")
-import graphwright.transforms.fold.batch_norms  # noqa: F401 - registers the transforms
-from tests import tf_oracle
+import graphwright.transforms.fold.batch_norms  # noqa: E402, F401 - registers the transforms
+from tests import tf_oracle  # noqa: E402
 
 tf, raw = tg.tf, tg.tf.raw_ops
 C = 6

@@ -32,8 +32,8 @@ def bn_arithmetic(model: Model) -> int:
     """Nodes of batch-norm arithmetic left (see the module docstring)."""
     count = 0
     for node in model.graph:
-        if node.op in ("Rsqrt", "Sub") or node.op in ("Mul", "Add", "AddV2") and any(
-                v is not None and constant_value(v) is not None for v in node.inputs):
+        if node.op in ("Rsqrt", "Sub") or (node.op in ("Mul", "Add", "AddV2") and any(
+                v is not None and constant_value(v) is not None for v in node.inputs)):
             count += 1
     return count
 

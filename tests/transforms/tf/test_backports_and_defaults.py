@@ -9,12 +9,12 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.add_default_attributes
-import graphwright.transforms.tf.backport_concatv2
-import graphwright.transforms.tf.backport_tensor_array_v3  # noqa: F401
-from graphwright.formats.graphdef.op_registry import attr_defaults
+import graphwright.transforms.tf.add_default_attributes  # noqa: E402
+import graphwright.transforms.tf.backport_concatv2  # noqa: E402
+import graphwright.transforms.tf.backport_tensor_array_v3  # noqa: E402, F401
+from graphwright.formats.graphdef.op_registry import attr_defaults  # noqa: E402
 
-from ._helpers import (
+from ._helpers import (  # noqa: E402
     assert_same_outputs,
     build,
     nodes,

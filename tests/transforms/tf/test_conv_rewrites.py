@@ -10,13 +10,13 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.flatten_atrous_conv
-import graphwright.transforms.tf.fuse_convolutions
-import graphwright.transforms.tf.fuse_pad_and_conv
-import graphwright.transforms.tf.fuse_resize_and_conv
-import graphwright.transforms.tf.fuse_resize_pad_and_conv  # noqa: F401
+import graphwright.transforms.tf.flatten_atrous_conv  # noqa: E402
+import graphwright.transforms.tf.fuse_convolutions  # noqa: E402
+import graphwright.transforms.tf.fuse_pad_and_conv  # noqa: E402
+import graphwright.transforms.tf.fuse_resize_and_conv  # noqa: E402
+import graphwright.transforms.tf.fuse_resize_pad_and_conv  # noqa: E402, F401
 
-from ._helpers import (
+from ._helpers import (  # noqa: E402
     assert_same_outputs,
     build,
     nodes,

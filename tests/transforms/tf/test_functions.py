@@ -9,9 +9,10 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.inline_partitionedcall
+import graphwright.transforms.tf.fuse_composite_functions  # noqa: E402
+import graphwright.transforms.tf.inline_partitionedcall  # noqa: E402, F401
 
-from ._helpers import assert_same_outputs, build, nodes, ops, ours, tf, theirs, v1
+from ._helpers import assert_same_outputs, build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
 
 FEEDS = {"x": np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)}
 
@@ -69,8 +70,6 @@ def test_inline_partitionedcall_without_library_is_a_no_op() -> None:
 
 
 # -- composite-function fusion ---------------------------------------------------------------
-
-import graphwright.transforms.tf.fuse_composite_functions  # noqa: F401
 
 VOCAB = 7
 SCALE_IMPLEMENTS = ('name: "my_scale" attr { key: "factor" value { f: 2.5 } } '

@@ -9,10 +9,10 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright as gw
-import graphwright.transforms.tf.sparsify_gather
+import graphwright as gw  # noqa: E402
+import graphwright.transforms.tf.sparsify_gather  # noqa: E402
 
-from ._helpers import build, nodes, ops, ours, tf, theirs, v1
+from ._helpers import build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
 
 TABLE = np.zeros((6, 1), np.float32)
 TABLE[1], TABLE[4] = 2.0, 5.0

@@ -31,7 +31,6 @@ from tensorboard.compat.proto import graph_pb2, node_def_pb2
 
 from ...errors import ModelLoadError
 from ...ir import AttrKind, Graph, Model, Node, Value
-from .op_registry import annotate_outputs
 from .attrs import AttrCache, attrs_from_map
 from .dtypes import GraphDefFormatError
 from .meta import (
@@ -44,6 +43,7 @@ from .meta import (
     NODE_REF_DTYPES,
 )
 from .names import check_node_name, parse_input_name
+from .op_registry import annotate_outputs
 
 __all__ = ["LOOP_BACK_OPS", "NO_OUTPUT_OPS", "load", "looks_like_text", "model_from_proto", "parse_bytes"]
 

@@ -39,7 +39,7 @@ def read_model(data: bytes | bytearray | memoryview, where: str = "<tflite>") ->
     budget, unknown = verify_flatbuffer(data, where)
     try:
         model_t = _fb.ModelT.InitFromPackedBuf(data, 0)
-    except Exception as e:  # noqa: BLE001 - the generated unpacker raises anything it hits
+    except Exception as e:  # the generated unpacker raises anything it hits
         corrupt(where, f"{type(e).__name__}: {e}")
     check_model(model_t, len(data), where)
     model = _Importer(model_t, data, where, budget).run()
@@ -145,7 +145,7 @@ class _Importer:
         tensors = sg.tensors or []
         values = [self._tensor(t, ten) for t, ten in enumerate(tensors)]
         self.values.append(values)
-        for t, ten in enumerate(tensors):
+        for t, _ten in enumerate(tensors):
             self._resolve_quant_refs(values[t], values)
             if values[t].meta.get("tflite.is_variable"):
                 graph.add_state(values[t])  # may hold its initial value in .const

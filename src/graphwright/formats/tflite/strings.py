@@ -38,7 +38,7 @@ def decode_string_tensor(data: np.ndarray) -> np.ndarray:
     """The strings of a buffer as a 1-D object array of ``bytes``."""
     header = _header(data)
     if isinstance(header, str):
-        raise ValueError(header)  # noqa: TRY004 - malformed data, not a wrong argument type
+        raise ValueError(header)  # malformed data, not a wrong argument type
     count, offsets = header
     raw = np.asarray(data, dtype=np.uint8).tobytes()
     out = np.empty(count, dtype=object)

@@ -39,11 +39,11 @@ from ..context import TransformContext
 from ..registry import TransformResult, transform
 from .onnx_common import (
     STANDARD,
+    all_graphs,
     check_target,
     collect,
     drop_unused_constants,
     new_node,
-    all_graphs,
     opset_version,
     scalar,
     std_op,
