@@ -34,6 +34,8 @@ def add_parser(sub: Any) -> None:
                         "(model A) with --backend-b (default litert-ref) and report the first layer that differs")
     p.add_argument("--rounding", choices=("double", "single"), default="double",
                    help="--layers: the reference interpreter's requantization rounding (single = XNNPACK's)")
+    p.add_argument("--jit", action="store_true",
+                   help="--layers: the reference interpreter's compiled loops (needs numba, the [fast] extra)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
 
@@ -58,7 +60,6 @@ def run(args: argparse.Namespace) -> int:
 def _run_layers(args: argparse.Namespace) -> int:
     """Layer by layer: the reference interpreter against LiteRT on the same TFLite model."""
     from ..runtime import ModelSource
-    from ..runtime.reference.jit import for_single_run
     from ..runtime.reference.layers import compare_layers
     from ..verify import random_feeds
 
@@ -70,7 +71,7 @@ def _run_layers(args: argparse.Namespace) -> int:
     specs = input_specs(args.model_a)
     feeds = load_feeds(args.input, specs=specs) if args.input else random_feeds(specs, seed=args.seed)
     report = compare_layers(source, feeds, other=args.backend_b or "litert-ref", rounding=args.rounding,
-                            tolerance=args.atol or 0.0, isolate=args.isolate, jit=for_single_run())
+                            tolerance=args.atol or 0.0, isolate=args.isolate, jit=args.jit)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:

@@ -26,7 +26,6 @@ import numpy as np
 from ..errors import VerificationError
 from ..runtime import ModelSource, input_specs
 from ..runtime.execute import Job, execute
-from ..runtime.reference.jit import for_single_run
 from ..verify import load_feeds
 from ._console import stdout
 
@@ -45,6 +44,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--trace", metavar="DIR", help="save every tensor (TFLite models) as DIR/*.npy + trace.json")
     p.add_argument("--rounding", choices=("double", "single"), default="double",
                    help="reference engine requantization: double (TFLite reference kernels) or single (XNNPACK)")
+    p.add_argument("--jit", action="store_true",
+                   help="reference engine: compiled loops (needs numba, the [fast] extra); they load in ~0.7 s, "
+                        "so they pay for large models or traces, not for one small run")
     p.add_argument("--compare-with", dest="compare_with", choices=("litert", "litert-ref"),
                    help="compare the reference interpreter with this engine layer by layer")
     p.add_argument("--tolerance", type=float, default=0.0,
@@ -63,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         if engine != "reference" or source.format != "tflite":
             raise VerificationError("--compare-with compares the reference engine on a TFLite model")
     feeds = load_feeds(args.input, specs=input_specs(args.model)) if args.input else {}
-    options = {"rounding": args.rounding, "jit": for_single_run()} if engine == "reference" else {}
+    options = {"rounding": args.rounding, "jit": args.jit} if engine == "reference" else {}
     names = _trace_names(source) if args.trace else None
     isolate = bool(args.isolate and (engine or _default(source)) in NATIVE)
     job = Job(backend=engine, options=options, outputs=names, seed=args.seed)
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         from ..runtime.reference.layers import compare_layers
 
         report = compare_layers(source, result.feeds, other=args.compare_with, rounding=args.rounding,
-                                tolerance=args.tolerance, isolate=args.isolate, jit=for_single_run())
+                                tolerance=args.tolerance, isolate=args.isolate, jit=args.jit)
         status = 0 if report.first_difference is None else 1
     _print(args, result.backend, outputs, report)
     return status
