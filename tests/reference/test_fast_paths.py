@@ -141,9 +141,10 @@ def _direct(ctx: OpContext, op: str) -> Callable[[np.ndarray, np.ndarray], np.nd
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("jit", [False, True], ids=["numpy", "jit"])
 @pytest.mark.parametrize(("name", "op"), [("mobilenet_v2_int8", "ADD"), ("convs_int8", "MUL"),
                                           ("convs_int8", "SUB"), ("misc_int8", "MUL")])
-def test_pair_tables_equal_the_direct_formula_on_every_pair(name: str, op: str) -> None:
+def test_pair_tables_equal_the_direct_formula_on_every_pair(name: str, op: str, jit: bool) -> None:
     interp = Interpreter(model("tflite_ops", name).path)
     nodes = [n for n in interp.graph if n.op == op and n.outputs[0].dtype is not None
              and n.outputs[0].dtype.value == "int8"]
@@ -152,7 +153,7 @@ def test_pair_tables_equal_the_direct_formula_on_every_pair(name: str, op: str) 
     a = (bits >> 8).astype(np.uint8).view(np.int8).reshape(256, 256)
     b = (bits & 0xFF).astype(np.uint8).view(np.int8).reshape(256, 256)
     for node in nodes[:3]:
-        ctx = OpContext(node, [a, b], "double", {})
+        ctx = OpContext(node, [a, b], "double", {}, jit)
         direct = _direct(ctx, op)
         np.testing.assert_array_equal(_by_table(ctx, a, b, direct), direct(a, b))
         assert "pair_table" in ctx.cache

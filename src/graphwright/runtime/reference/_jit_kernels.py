@@ -89,3 +89,12 @@ def dense(x, w, out):  # type: ignore[no-untyped-def]
             for k in range(depth):
                 s += np.int32(x[i, k]) * np.int32(w[n, k])
             out[i, n] = s
+
+
+@numba.njit(**_JIT)
+def pair_lookup(a, b, table, out):  # type: ignore[no-untyped-def]
+    """``out[i] = table[a[i]·256 + b[i]]`` for the bytes (uint8 views) of two same-shape
+    8-bit tensors: an elementwise op of two 8-bit inputs read from its table of all
+    2^16 pairs, in one pass."""
+    for i in range(a.size):
+        out[i] = table[(np.int32(a[i]) << 8) | np.int32(b[i])]

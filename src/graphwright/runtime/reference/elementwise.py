@@ -38,6 +38,7 @@ from .fixedpoint import (
     quantize_multiplier,
     rounding_divide_by_pot,
 )
+from .jit import kernels
 
 LEFT_SHIFT = 20
 
@@ -92,7 +93,8 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
               fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
     """``fn(a, b)`` of two 8-bit tensors (per-tensor quantization) through a table of
     all 2^16 input pairs, built once per operator with ``fn`` itself — so it is the
-    same arithmetic, element for element; O(2^16) once, then 3 passes of O(n)."""
+    same arithmetic, element for element; O(2^16) once, then 3 passes of O(n) (one
+    compiled pass for same-shape inputs with ``ctx.jit``)."""
     if a.dtype != b.dtype or a.dtype.itemsize != 1 or max(a.size, b.size) < TABLE_MIN_SIZE:
         return fn(a, b)
     table = ctx.cache.get("pair_table")
@@ -101,6 +103,10 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
         hi_bits = (bits >> 8).astype(np.uint8).view(a.dtype)
         lo_bits = (bits & 0xFF).astype(np.uint8).view(a.dtype)
         table = ctx.cache["pair_table"] = np.ascontiguousarray(fn(hi_bits, lo_bits))
+    if ctx.jit and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
+        out = np.empty(a.shape, table.dtype)
+        kernels().pair_lookup(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8), table, out.reshape(-1))
+        return out
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)
     index = np.bitwise_or(index, b.view(np.uint8), dtype=np.uint16)  # broadcasts like a op b
     return table.take(index)  # type: ignore[no-any-return]
