@@ -1,0 +1,57 @@
+"""The README's commands work as written (the front door): the main job on the bundled
+examples and the TFLite walkthrough, run in a scratch copy of ``examples/`` with the
+installed ``graphwright`` (the ``pip install -e .`` step is what the test run already did)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import graphwright as gw
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+pytestmark = pytest.mark.slow
+
+
+def _blocks() -> list[str]:
+    return re.findall(r"```sh\n(.*?)```", README, flags=re.S)
+
+
+def _run(script: str, cwd: Path) -> str:
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, f"{script}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done.stdout
+
+
+@pytest.fixture()
+def scratch(tmp_path: Path) -> Path:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    return tmp_path
+
+
+def test_main_job_runs_as_written(scratch: Path) -> None:
+    (main,) = [b for b in _blocks() if "graphwright transform examples/small_cnn.pb" in b]
+    assert main.startswith("pip install -e . && ")
+    out = _run(main.removeprefix("pip install -e . && "), scratch)
+    deployed, simplified = gw.load(scratch / "small_cnn_deploy.pb"), gw.load(scratch / "small_cnn_sim.onnx")
+    assert "110 nodes" in README and "to 22" in README
+    assert len(gw.load(scratch / "examples" / "small_cnn.pb").graph) == 110
+    assert len(deployed.graph) == 22
+    assert len(simplified.graph) < len(gw.load(scratch / "examples" / "small_cnn.onnx").graph)
+    assert "every output within tolerance" in out
+
+
+def test_tflite_walkthrough_runs_as_written(scratch: Path) -> None:
+    (block,) = [b for b in _blocks() if "graphwright extract examples/small_cnn.tflite" in b]
+    out = _run(block, scratch)
+    assert (scratch / "small_cnn_weights" / "model_data.h").is_file()
+    assert (scratch / "small_cnn_weights" / "manifest.json").is_file()
+    assert len(list((scratch / "trace").glob("*.npy"))) == 11  # the input and 10 operator outputs
+    assert "all 10 layers agree with litert-ref (tolerance 0)" in " ".join(out.split())
