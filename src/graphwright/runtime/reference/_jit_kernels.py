@@ -93,8 +93,30 @@ def dense(x, w, out):  # type: ignore[no-untyped-def]
 
 @numba.njit(**_JIT)
 def pair_lookup(a, b, table, out):  # type: ignore[no-untyped-def]
-    """``out[i] = table[a[i]·256 + b[i]]`` for the bytes (uint8 views) of two same-shape
-    8-bit tensors: an elementwise op of two 8-bit inputs read from its table of all
-    2^16 pairs, in one pass."""
-    for i in range(a.size):
-        out[i] = table[(np.int32(a[i]) << 8) | np.int32(b[i])]
+    """``out[i, j] = table[a[i, j]·256 + b[i, j]]`` for the bytes (uint8 views, any
+    strides: broadcast inputs have zero ones) of two 8-bit tensors: an elementwise op
+    of two 8-bit inputs read from its table of all 2^16 pairs, in one pass."""
+    rows, columns = out.shape
+    for i in range(rows):
+        for j in range(columns):
+            out[i, j] = table[(np.int32(a[i, j]) << 8) | np.int32(b[i, j])]
+
+
+@numba.njit(**_JIT)
+def byte_lookup(x, table, out):  # type: ignore[no-untyped-def]
+    """``out[i] = table[x[i]]`` for the bytes (uint8 view) of an 8-bit tensor: a unary op
+    read from its 256-entry table, in one pass (numpy widens the index to intp first)."""
+    for i in range(x.size):
+        out[i] = table[x[i]]
+
+
+@numba.njit(**_JIT)
+def middle_sums(x, out):  # type: ignore[no-untyped-def]
+    """``out[i, k] = Σ_j x[i, j, k]`` in int64 (a MEAN over a run of middle axes, e.g. H, W of NHWC)."""
+    outer, middle, inner = x.shape
+    for i in range(outer):
+        for k in range(inner):
+            out[i, k] = 0
+        for j in range(middle):
+            for k in range(inner):
+                out[i, k] += x[i, j, k]

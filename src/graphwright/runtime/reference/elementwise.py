@@ -85,7 +85,8 @@ def _add_sub_q(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> np.nd
     return clamp_cast(ctx, y, dtype)
 
 
-#: inputs smaller than this are computed directly, larger ones through the 2^16 table
+#: inputs smaller than this are computed directly on an operator's first run (building the
+#: 2^16 table costs more than one small run), through the table from its second run on
 TABLE_MIN_SIZE = 256
 
 
@@ -94,18 +95,24 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
     """``fn(a, b)`` of two 8-bit tensors (per-tensor quantization) through a table of
     all 2^16 input pairs, built once per operator with ``fn`` itself — so it is the
     same arithmetic, element for element; O(2^16) once, then 3 passes of O(n) (one
-    compiled pass for same-shape inputs with ``ctx.jit``)."""
-    if a.dtype != b.dtype or a.dtype.itemsize != 1 or max(a.size, b.size) < TABLE_MIN_SIZE:
+    compiled pass with ``ctx.jit``)."""
+    if a.dtype != b.dtype or a.dtype.itemsize != 1:
         return fn(a, b)
     table = ctx.cache.get("pair_table")
+    if table is None and max(a.size, b.size) < TABLE_MIN_SIZE and not ctx.cache.get("ran_small"):
+        ctx.cache["ran_small"] = True  # a small operator builds its table only if it runs again
+        return fn(a, b)
     if table is None:
         bits = np.arange(1 << 16, dtype=np.uint16)
         hi_bits = (bits >> 8).astype(np.uint8).view(a.dtype)
         lo_bits = (bits & 0xFF).astype(np.uint8).view(a.dtype)
         table = ctx.cache["pair_table"] = np.ascontiguousarray(fn(hi_bits, lo_bits))
-    if ctx.jit and a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
-        out = np.empty(a.shape, table.dtype)
-        kernels().pair_lookup(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8), table, out.reshape(-1))
+    if ctx.jit:  # one compiled pass over [rows, last axis] views, broadcasting by zero strides
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        rows = (-1, shape[-1] if shape else 1)
+        out = np.empty(shape, table.dtype)
+        kernels().pair_lookup(np.broadcast_to(a, shape).reshape(rows).view(np.uint8),
+                              np.broadcast_to(b, shape).reshape(rows).view(np.uint8), table, out.reshape(rows))
         return out
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)
     index = np.bitwise_or(index, b.view(np.uint8), dtype=np.uint16)  # broadcasts like a op b
@@ -140,6 +147,23 @@ def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return clamp_cast(ctx, y, ctx.out_dtype())
 
 
+def _by_byte_table(ctx: OpContext, x: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn(x)`` of an 8-bit tensor through a table of ``fn`` on all 256 input values,
+    built once per operator with ``fn`` itself — the same arithmetic, element for
+    element; O(256) once, then one gather of O(n) (compiled with ``ctx.jit``).
+    ``fn`` must be elementwise."""
+    if x.dtype.itemsize != 1 or x.dtype.kind not in "iu":
+        return fn(x)
+    table = ctx.cache.get("byte_table")
+    if table is None or table.dtype != ctx.out_dtype():
+        table = ctx.cache["byte_table"] = np.ascontiguousarray(fn(np.arange(256, dtype=np.uint8).view(x.dtype)))
+    if ctx.jit and x.flags.c_contiguous:
+        out = np.empty(x.shape, table.dtype)
+        kernels().byte_lookup(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
+        return out
+    return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+
+
 def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
@@ -151,8 +175,11 @@ def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
     qlo = max(tmin, qo.zp + int(round_half_away(np.float32(lo) / scale)))
     qhi = tmax if hi == np.inf else min(tmax, qo.zp + int(round_half_away(np.float32(hi) / scale)))
     real = float(np.float32(qi.s) / np.float32(qo.s))  # float division, then widened
-    y = _mbqm(ctx, x.astype(np.int64) - qi.zp, real) + qo.zp
-    return [np.clip(y, qlo, qhi).astype(dtype)]
+
+    def requantize(v: np.ndarray) -> np.ndarray:
+        return np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, qlo, qhi).astype(dtype)
+
+    return [_by_byte_table(ctx, x, requantize)]
 
 
 @kernel("RELU")
@@ -175,15 +202,16 @@ def _lookup(ctx: OpContext, fn: np.ufunc | object) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     qi, qo = _quants(ctx, 0)
-    tmin, tmax = type_range(x.dtype)
-    q = np.arange(tmin, tmax + 1, dtype=np.int64)
-    deq = (np.float32(qi.s) * (q - qi.zp).astype(np.float32)).astype(np.float32)
-    with np.errstate(over="ignore"):
-        out = fn(deq).astype(np.float32)  # type: ignore[operator]
-    inv = np.float32(1) / np.float32(qo.s)
-    table = np.clip(round_half_away((out * inv).astype(np.float32)).astype(np.int64) + qo.zp,
-                    *type_range(dtype)).astype(dtype)
-    return [table[x.astype(np.int64) - tmin]]
+
+    def populate(q: np.ndarray) -> np.ndarray:
+        deq = (np.float32(qi.s) * (q.astype(np.int64) - qi.zp).astype(np.float32)).astype(np.float32)
+        with np.errstate(over="ignore"):
+            out = fn(deq).astype(np.float32)  # type: ignore[operator]
+        inv = np.float32(1) / np.float32(qo.s)
+        return np.clip(round_half_away((out * inv).astype(np.float32)).astype(np.int64) + qo.zp,
+                       *type_range(dtype)).astype(dtype)
+
+    return [_by_byte_table(ctx, x, populate)]
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
@@ -259,7 +287,7 @@ def hard_swish(ctx: OpContext) -> list[np.ndarray]:
         xf = x.astype(np.float32)
         return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(dtype)]
     qi, qo = _quants(ctx, 0)
-    return [_hard_swish_q(ctx, x, qi, qo, dtype)]
+    return [_by_byte_table(ctx, x, lambda v: _hard_swish_q(ctx, v, qi, qo, dtype))]
 
 
 @kernel("SOFTMAX")
@@ -304,8 +332,12 @@ def quantize(ctx: OpContext) -> list[np.ndarray]:
     qi = ctx.in_quant(0)
     if qi is None:
         raise ctx.error("its input has no quantization parameters")
-    y = _mbqm(ctx, x.astype(np.int64) - qi.zp, _f64(qi.s) / _f64(qo.s)) + qo.zp
-    return [np.clip(y, lo, hi).astype(dtype)]
+    real = _f64(qi.s) / _f64(qo.s)
+
+    def requantize(v: np.ndarray) -> np.ndarray:
+        return np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, lo, hi).astype(dtype)
+
+    return [_by_byte_table(ctx, x, requantize)]
 
 
 @kernel("DEQUANTIZE")

@@ -29,6 +29,8 @@ from ._common import (
     type_range,
 )
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
+from .jit import kernels
+from .requant import FastRequant
 
 
 def _pool_taps(ctx: OpContext, x: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray]:
@@ -94,20 +96,39 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
     if x.dtype.kind == "f":
         return [np.mean(x.astype(np.float64), axis=tuple(axes), keepdims=keep).astype(dtype)]
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
-    total = x.astype(np.int64).sum(axis=tuple(axes), keepdims=keep)
+    total = _sums(ctx, x, axes, keep)
     key = ("mean", n, dtype)
     derived = ctx.cache.get(key)  # depends on the quantization and n only: once per operator and size
     if derived is None:
         derived = ctx.cache[key] = _mean_requantization(ctx, n, dtype)
-    same, m, shift, zp_in, zp_out, lo, hi = derived
+    same, m, shift, zp_in, zp_out, lo, hi, fast = derived
     if same:
         return [(np.sign(total) * (np.abs(total) // n)).astype(dtype)]
+    if fast is not None:
+        return [fast(total, dtype)]
     y = multiply_by_quantized_multiplier(total - zp_in * n, m, shift, ctx.rounding) + zp_out
     return [np.clip(y, lo, hi).astype(dtype)]
 
 
-def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype) -> tuple[bool, int, int, int, int, int, int]:
-    """(same quantization in and out, m, shift with 1/n folded in, zp_in, zp_out, lo, hi) of a quantized MEAN."""
+def _sums(ctx: OpContext, x: np.ndarray, axes: list[int], keep: bool) -> np.ndarray:
+    """int64 sums of an integer tensor over ``axes`` — one compiled pass (``ctx.jit``)
+    when they are a run of middle axes (H, W of NHWC), else numpy's reduction."""
+    run = axes and axes == list(range(axes[0], axes[-1] + 1)) and axes[-1] < x.ndim - 1
+    if not (ctx.jit and run and x.flags.c_contiguous):
+        return x.sum(axis=tuple(axes), keepdims=keep, dtype=np.int64)  # type: ignore[no-any-return]
+    outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
+    inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
+    out = np.empty((outer, inner), np.int64)
+    kernels().middle_sums(x.reshape(outer, -1, inner), out)
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
+        [d for i, d in enumerate(x.shape) if i not in axes]
+    return out.reshape(shape)
+
+
+def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype
+                         ) -> tuple[bool, int, int, int, int, int, int, FastRequant | None]:
+    """(same quantization in and out, m, shift with 1/n folded in, zp_in, zp_out, lo, hi,
+    the compiled requantizer of ``total − zp_in·n`` when ``ctx.jit``) of a quantized MEAN."""
     q_in, q_out = ctx.in_quant(0), ctx.out_quant()
     if q_in is None or q_out is None:
         raise ctx.error("integer tensors without quantization parameters")
@@ -116,4 +137,9 @@ def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype) -> tuple[bool,
     m, shift = quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s))))
     k = min(n.bit_length() - 1, 32, 31 + shift)  # fold 1/n into the multiplier
     m, shift = (m << k) // n, shift - k
-    return same, m, shift, q_in.zp, q_out.zp, lo, hi
+    fast = None
+    if ctx.jit and abs(n) < 1 << 23:  # |total − zp_in·n| ≤ 255·n < 2^31, as the compiled loop needs
+        fast = FastRequant.build(bias=np.array([-q_in.zp * n]), m=np.array([m]), shift=np.array([shift]),
+                                 zp=q_out.zp, lo=lo, hi=hi, rounding=ctx.rounding, acc_dtype=np.float64,
+                                 out_dtype=dtype, native=True)
+    return same, m, shift, q_in.zp, q_out.zp, lo, hi, fast
