@@ -83,7 +83,8 @@ FAMILIES: dict[str, Family] = {
     ),
     "tflite_ops": Family(
         "build_tflite_ops",
-        ("convs_int8", "convs_float", "acts_int8", "acts_float", "mobilenet_v2_int8", "misc_int8", "misc_float"),
+        ("convs_int8", "convs_float", "acts_int8", "acts_float", "mobilenet_v2_int8", "misc_int8", "misc_float",
+         "mobilenet_v3_small_int8", "efficientnet_b0_int8"),
         ".tflite",
         (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))),
     ),

@@ -13,6 +13,9 @@ Names:
 * ``acts_int8`` / ``acts_float``: LOGISTIC, TANH, RELU, RELU6, HARD_SWISH,
   SQUEEZE, and a float-in/float-out int8 model (QUANTIZE/DEQUANTIZE at the edges).
 * ``mobilenet_v2_int8``: keras MobileNetV2 (weights=None, 96x96) full-integer int8.
+* ``mobilenet_v3_small_int8``, ``efficientnet_b0_int8``: keras MobileNetV3Small and
+  EfficientNetB0 (weights=None, 64x64, 10 classes) full-integer int8 — HARD_SWISH,
+  squeeze-and-excite blocks (MEAN, broadcast MUL), swish as LOGISTIC + MUL.
 * ``misc_int8`` / ``misc_float``: standalone RELU and RELU6 (after a concatenation,
   where they cannot be fused), MEAN with keep_dims over H,W, SQUEEZE, broadcast
   MUL by a per-channel constant, VALID strided pooling.
@@ -35,7 +38,8 @@ from .build_tflite import _details_to_info, representative_dataset, run_tflite, 
 
 BUILDER_VERSION = 2  # bump to rebuild cached models made by this module
 
-NAMES = ("convs_int8", "convs_float", "acts_int8", "acts_float", "mobilenet_v2_int8", "misc_int8", "misc_float")
+NAMES = ("convs_int8", "convs_float", "acts_int8", "acts_float", "mobilenet_v2_int8", "misc_int8", "misc_float",
+         "mobilenet_v3_small_int8", "efficientnet_b0_int8")
 SEED = 0
 L = keras.layers
 
@@ -114,6 +118,10 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     keras.utils.set_random_seed(SEED)
     if name == "mobilenet_v2_int8":
         model = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=1000)
+    elif name == "mobilenet_v3_small_int8":
+        model = keras.applications.MobileNetV3Small(weights=None, input_shape=(64, 64, 3), classes=10)
+    elif name == "efficientnet_b0_int8":
+        model = keras.applications.EfficientNetB0(weights=None, input_shape=(64, 64, 3), classes=10)
     elif name.startswith("convs"):
         model = _convs_model()
     elif name.startswith("misc"):

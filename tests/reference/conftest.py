@@ -14,6 +14,8 @@ INT8_MODELS = [
     ("tflite_ops", "acts_int8"),
     ("tflite_ops", "mobilenet_v2_int8"),
     ("tflite_ops", "misc_int8"),
+    ("tflite_ops", "mobilenet_v3_small_int8"),
+    ("tflite_ops", "efficientnet_b0_int8"),
 ]
 FLOAT_MODELS = [
     ("tflite_model", "float"),

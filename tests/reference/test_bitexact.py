@@ -68,8 +68,9 @@ def test_compiled_and_numpy_paths_give_identical_tensors(family: str, name: str,
                 np.testing.assert_array_equal(a[key], b[key], err_msg=f"{path.name} seed {seed}: {key}")
 
 
-#: XNNPACK's HARD_SWISH is its own approximation (more than 1 LSB from the reference)
-DEFAULT_KERNEL_MODELS = [m for m in INT8_MODELS if m[1] != "acts_int8"]
+#: XNNPACK's HARD_SWISH and LOGISTIC are its own approximations (more than 1 LSB from the
+#: reference: EfficientNet-B0's first difference is a LOGISTIC off by 2, which then compounds)
+DEFAULT_KERNEL_MODELS = [m for m in INT8_MODELS if m[1] not in ("acts_int8", "efficientnet_b0_int8")]
 
 
 @pytest.mark.parametrize(("family", "name"), DEFAULT_KERNEL_MODELS, ids=[n for _, n in DEFAULT_KERNEL_MODELS])
