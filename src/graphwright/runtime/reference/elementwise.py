@@ -108,11 +108,15 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
         lo_bits = (bits & 0xFF).astype(np.uint8).view(a.dtype)
         table = ctx.cache["pair_table"] = np.ascontiguousarray(fn(hi_bits, lo_bits))
     if ctx.jit:  # one compiled pass over [rows, last axis] views, broadcasting by zero strides
-        shape = np.broadcast_shapes(a.shape, b.shape)
-        rows = (-1, shape[-1] if shape else 1)
+        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
+            shape, rows, a2, b2 = a.shape, (1, -1), a, b
+        else:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+            rows = (-1, shape[-1] if shape else 1)
+            a2, b2 = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         out = np.empty(shape, table.dtype)
-        kernels().pair_lookup(np.broadcast_to(a, shape).reshape(rows).view(np.uint8),
-                              np.broadcast_to(b, shape).reshape(rows).view(np.uint8), table, out.reshape(rows))
+        kernels().pair_lookup(a2.reshape(rows).view(np.uint8), b2.reshape(rows).view(np.uint8), table,
+                              out.reshape(rows))
         return out
     index = np.left_shift(a.view(np.uint8), 8, dtype=np.uint16)
     index = np.bitwise_or(index, b.view(np.uint8), dtype=np.uint16)  # broadcasts like a op b
