@@ -139,7 +139,10 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [apply_activation(ctx, a.astype(np.float32) * b.astype(np.float32), dtype)]
-    if ctx.in_quant(0) is None:
+    plain = ctx.cache.get("plain")
+    if plain is None:
+        plain = ctx.cache["plain"] = ctx.in_quant(0) is None
+    if plain:  # integer arithmetic without quantization
         return [(a.astype(np.int64) * b.astype(np.int64)).astype(dtype)]
     return [_by_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q))]
 
@@ -151,16 +154,17 @@ def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return clamp_cast(ctx, y, ctx.out_dtype())
 
 
-def _by_byte_table(ctx: OpContext, x: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """``fn(x)`` of an 8-bit tensor through a table of ``fn`` on all 256 input values,
+def _by_byte_table(ctx: OpContext, x: np.ndarray, make: Callable[[], Callable[[np.ndarray], np.ndarray]]
+                   ) -> np.ndarray:
+    """``fn(x)`` with ``fn = make()`` (an elementwise function; ``make`` derives its
+    constants) for an 8-bit tensor through a table of ``fn`` on all 256 input values,
     built once per operator with ``fn`` itself — the same arithmetic, element for
-    element; O(256) once, then one gather of O(n) (compiled with ``ctx.jit``).
-    ``fn`` must be elementwise."""
+    element; O(256) once, then one gather of O(n) (compiled with ``ctx.jit``)."""
     if x.dtype.itemsize != 1 or x.dtype.kind not in "iu":
-        return fn(x)
+        return make()(x)
     table = ctx.cache.get("byte_table")
-    if table is None or table.dtype != ctx.out_dtype():
-        table = ctx.cache["byte_table"] = np.ascontiguousarray(fn(np.arange(256, dtype=np.uint8).view(x.dtype)))
+    if table is None:
+        table = ctx.cache["byte_table"] = np.ascontiguousarray(make()(np.arange(256, dtype=np.uint8).view(x.dtype)))
     if ctx.jit and x.flags.c_contiguous:
         out = np.empty(x.shape, table.dtype)
         kernels().byte_lookup(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
@@ -173,17 +177,17 @@ def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [np.clip(x, lo, hi).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
-    tmin, tmax = type_range(dtype)
-    scale = np.float32(qo.s)
-    qlo = max(tmin, qo.zp + int(round_half_away(np.float32(lo) / scale)))
-    qhi = tmax if hi == np.inf else min(tmax, qo.zp + int(round_half_away(np.float32(hi) / scale)))
-    real = float(np.float32(qi.s) / np.float32(qo.s))  # float division, then widened
 
-    def requantize(v: np.ndarray) -> np.ndarray:
-        return np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, qlo, qhi).astype(dtype)
+    def make() -> Callable[[np.ndarray], np.ndarray]:
+        qi, qo = _quants(ctx, 0)
+        tmin, tmax = type_range(dtype)
+        scale = np.float32(qo.s)
+        qlo = max(tmin, qo.zp + int(round_half_away(np.float32(lo) / scale)))
+        qhi = tmax if hi == np.inf else min(tmax, qo.zp + int(round_half_away(np.float32(hi) / scale)))
+        real = float(np.float32(qi.s) / np.float32(qo.s))  # float division, then widened
+        return lambda v: np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, qlo, qhi).astype(dtype)
 
-    return [_by_byte_table(ctx, x, requantize)]
+    return [_by_byte_table(ctx, x, make)]
 
 
 @kernel("RELU")
@@ -205,17 +209,21 @@ def _lookup(ctx: OpContext, fn: np.ufunc | object) -> list[np.ndarray]:
     """8-bit table of ``fn`` on the dequantized input, as PopulateLookupTable builds it."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    qi, qo = _quants(ctx, 0)
 
-    def populate(q: np.ndarray) -> np.ndarray:
-        deq = (np.float32(qi.s) * (q.astype(np.int64) - qi.zp).astype(np.float32)).astype(np.float32)
-        with np.errstate(over="ignore"):
-            out = fn(deq).astype(np.float32)  # type: ignore[operator]
-        inv = np.float32(1) / np.float32(qo.s)
-        return np.clip(round_half_away((out * inv).astype(np.float32)).astype(np.int64) + qo.zp,
-                       *type_range(dtype)).astype(dtype)
+    def make() -> Callable[[np.ndarray], np.ndarray]:
+        qi, qo = _quants(ctx, 0)
 
-    return [_by_byte_table(ctx, x, populate)]
+        def populate(q: np.ndarray) -> np.ndarray:
+            deq = (np.float32(qi.s) * (q.astype(np.int64) - qi.zp).astype(np.float32)).astype(np.float32)
+            with np.errstate(over="ignore"):
+                out = fn(deq).astype(np.float32)  # type: ignore[operator]
+            inv = np.float32(1) / np.float32(qo.s)
+            return np.clip(round_half_away((out * inv).astype(np.float32)).astype(np.int64) + qo.zp,
+                           *type_range(dtype)).astype(dtype)
+
+        return populate
+
+    return [_by_byte_table(ctx, x, make)]
 
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
@@ -290,8 +298,12 @@ def hard_swish(ctx: OpContext) -> list[np.ndarray]:
     if x.dtype.kind == "f":
         xf = x.astype(np.float32)
         return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
-    return [_by_byte_table(ctx, x, lambda v: _hard_swish_q(ctx, v, qi, qo, dtype))]
+
+    def make() -> Callable[[np.ndarray], np.ndarray]:
+        qi, qo = _quants(ctx, 0)
+        return lambda v: _hard_swish_q(ctx, v, qi, qo, dtype)
+
+    return [_by_byte_table(ctx, x, make)]
 
 
 @kernel("SOFTMAX")
@@ -333,15 +345,15 @@ def quantize(ctx: OpContext) -> list[np.ndarray]:
     if x.dtype.kind == "f":
         q = round_half_away(x.astype(np.float64) / np.float64(np.float32(qo.s))) + qo.zp
         return [np.clip(q, lo, hi).astype(dtype)]
-    qi = ctx.in_quant(0)
-    if qi is None:
-        raise ctx.error("its input has no quantization parameters")
-    real = _f64(qi.s) / _f64(qo.s)
 
-    def requantize(v: np.ndarray) -> np.ndarray:
-        return np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, lo, hi).astype(dtype)
+    def make() -> Callable[[np.ndarray], np.ndarray]:
+        qi = ctx.in_quant(0)
+        if qi is None:
+            raise ctx.error("its input has no quantization parameters")
+        real = _f64(qi.s) / _f64(qo.s)
+        return lambda v: np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, lo, hi).astype(dtype)
 
-    return [_by_byte_table(ctx, x, requantize)]
+    return [_by_byte_table(ctx, x, make)]
 
 
 @kernel("DEQUANTIZE")

@@ -55,8 +55,10 @@ def _import_error() -> str | None:
     return None
 
 
+@functools.cache
 def kernels() -> ModuleType:
-    """The compiled kernels (imports numba on first use)."""
+    """The compiled kernels (imports numba on first use; kernels call this on every run,
+    so the import statement's lookup is paid once)."""
     from . import _jit_kernels
 
     return _jit_kernels
