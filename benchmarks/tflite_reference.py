@@ -17,13 +17,15 @@ fighting for cores dominate the time).  The outputs are checked: bit-exact vs
 BUILTIN_REF, ±1 vs the default kernels.  The last lines break the compiled
 interpreter's time down by operator type (each operator's fastest of ``--repeat`` runs).
 
-Results on the 2-core sandbox (2026-11-21, 1 thread, load average ~0.6,
-``--repeat 50``): LiteRT default 0.85 ms, LiteRT BUILTIN_REF 28.6 ms; graphwright
-compiled 4.00 ms double rounding (**4.70x**, target <= 5x; 0.14x of BUILTIN_REF),
-3.82 ms single (4.49x); numpy only 8.15 ms (9.6x); bit-exact.  Other runs that day:
+Results on the 2-core sandbox (2026-11-21, 1 thread, load average ~0.7,
+``--repeat 50``): LiteRT default 0.86 ms, LiteRT BUILTIN_REF 28.2 ms; graphwright
+compiled 4.08 ms double rounding (**4.73x**, target <= 5x; 0.15x of BUILTIN_REF),
+3.90 ms single (4.52x); numpy only 8.51 ms (9.9x); bit-exact.  Other runs that day:
 4.68-4.81x quiet, 5.2x with another benchmark on the second core.  By operator
-(sum of per-operator minima 3.42 ms): CONV_2D 2.32, DEPTHWISE_CONV_2D 0.64,
-FULLY_CONNECTED 0.14, MEAN 0.12, ADD 0.11, SOFTMAX 0.08 ms.  The first compiled
+(sum of per-operator minima 3.36 ms): CONV_2D 2.36, DEPTHWISE_CONV_2D 0.65,
+FULLY_CONNECTED 0.16, ADD 0.09, SOFTMAX 0.08, MEAN 0.01 ms.  Also timed, no
+target: int8 MobileNetV3-Small 64x64 3.7x LiteRT, int8 EfficientNet-B0 64x64 7.5x
+(300 small operators: Python's ~3-10 us per operator shows).  The first compiled
 run on a machine compiles the loops (~3.5 s, once; then cached on disk).
 
 Where the time goes now: the float32 GEMMs of the 1x1 and im2col convolutions
