@@ -132,11 +132,14 @@ def main() -> int:
         o_info = get_model("tflite_ops", other)
         (o_name, o_shape), = o_info.inputs.items()
         o_feeds = {o_name: rng.integers(-128, 128, o_shape).astype(np.int8)}
-        litert = prepare(o_info.path, backend="litert", options={"num_threads": args.threads})
-        reference = prepare(o_info.path, backend="litert-ref", options={"num_threads": args.threads})
         mine = Interpreter(o_info.path, jit=modes[0][1])
-        same = all(np.array_equal(a, b) for a, b in zip(mine.run(o_feeds).values(), reference.run(o_feeds).values()))
-        t_lite, t_mine = median_time(lambda s=litert, f=o_feeds: s.run(f)), median_time(lambda i=mine, f=o_feeds: i.run(f))
+        with prepare(o_info.path, backend="litert-ref", options={"num_threads": args.threads}) as reference:
+            expected = reference.run(o_feeds)
+        got = mine.run(o_feeds)
+        same = got.keys() == expected.keys() and all(np.array_equal(got[k], expected[k]) for k in got)
+        with prepare(o_info.path, backend="litert", options={"num_threads": args.threads}) as litert:
+            t_lite = median_time(lambda s=litert, f=o_feeds: s.run(f))
+        t_mine = median_time(lambda i=mine, f=o_feeds: i.run(f))
         others[other] = {"litert": t_lite, "reference": t_mine, "exact_vs_builtin_ref": same}
         exact_ref = exact_ref and same
         print(f"  {other:<26} LiteRT {1e3 * t_lite:6.2f} ms, graphwright {1e3 * t_mine:6.2f} ms "

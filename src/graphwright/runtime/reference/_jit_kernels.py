@@ -77,10 +77,11 @@ def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-u
 
 @numba.njit(**_JIT)
 def dense(x, w, out):  # type: ignore[no-untyped-def]
-    """``out[i, n] = Σ_k x[i, k]·w[n, k]`` in int32 for 8-bit ``x`` [M, K] and int16
-    ``w`` [N, K]: a dot product along the contiguous axis, which LLVM turns into
-    ``vpmaddwd``; for the few-row products of classifiers it reads a quarter of the
-    bytes of BLAS's float32 weights."""
+    """``out[i, n] = Σ_k x[i, k]·w[n, k]`` for 8-bit ``x`` [M, K] and int16 ``w`` [N, K]:
+    a dot product along the contiguous axis (numba sums in int64, exact; stored as
+    TFLite's int32 accumulator).  For the few-row products of classifiers it reads
+    a quarter of the bytes of BLAS's float32 weights (measured 2.6x faster on a
+    1280x1000 classifier, LLVM vectorizing it with ``vpmaddwd``)."""
     rows, depth = x.shape
     units = w.shape[0]
     for i in range(rows):

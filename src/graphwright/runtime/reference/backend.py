@@ -30,7 +30,7 @@ class ReferenceBackend(Backend):
         from ...formats.tflite import read_model
 
         model = read_model(source.data, source.label)
-        interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=options.get("jit"))
+        interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=_flag(options.get("jit")))
         return ReferenceSession(interpreter, source.label)
 
 
@@ -46,3 +46,11 @@ class ReferenceSession(Session):
 
     def run(self, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         return self.interpreter.run(feeds, outputs)
+
+
+def _flag(value: Any) -> bool | None:
+    """A boolean option as given in Python or as text (``true``/``false``); anything
+    else is passed on for the interpreter to refuse."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return value  # type: ignore[no-any-return]

@@ -17,8 +17,9 @@ convolutions become compiled runners with preallocated buffers (:mod:`.runners`)
 im2col copy and one GEMM, depthwise ones one ``einsum`` over a strided view of
 the taps.  With the compiled loops (:mod:`.jit`) the requantization and the whole
 depthwise convolution are one compiled pass each, and fully connected layers of
-at most ``_DENSE_ROWS`` rows are int8 dot products (int32 sums, exact).  Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for
-the im2col matrix of the KHxKW convolutions.
+at most ``_DENSE_ROWS`` rows are 8-bit dot products (exact integer sums).
+Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for the im2col
+matrix of the KHxKW convolutions.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ._common import (
     padding_before,
 )
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multipliers
-from .jit import kernels as _jit_kernels
+from .jit import kernels
 from .requant import FastRequant
 from .runners import Geometry, compile_runner, compiled, depthwise_runner, pointwise_runner, window_runner
 
@@ -298,6 +299,11 @@ def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     return [_finish(ctx, acc, plan)]
 
 
+#: up to this many rows a fully connected layer runs as compiled int8 dot products
+#: (its time is reading the weights: int16 there, float32 for BLAS); beyond, BLAS wins
+_DENSE_ROWS = 4
+
+
 @kernel("FULLY_CONNECTED")
 def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
@@ -323,10 +329,6 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     return [y]
 
 
-#: up to this many rows a fully connected layer runs as compiled int8 dot products
-#: (its time is reading the weights: int16 there, float32 for BLAS); beyond, BLAS wins
-_DENSE_ROWS = 4
-
 
 def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.ndarray:
     """``(x − zp_in)·W`` as int32 from the compiled dot products (:mod:`.jit`): the raw
@@ -335,10 +337,12 @@ def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.
     weights = ctx.cache.get("dense")
     if weights is None:
         matrix = plan.weights.T.astype(np.int64)  # exact integers, |w − zp_w| ≤ 255
-        weights = ctx.cache["dense"] = (np.ascontiguousarray(matrix.astype(np.int16)), matrix.sum(axis=1))
+        weights = (np.ascontiguousarray(matrix.astype(np.int16)), matrix.sum(axis=1))
+        if "plan" in ctx.cache:  # constant weights (as the plan): keep them for later runs
+            ctx.cache["dense"] = weights
     w16, sums = weights
     acc = np.empty((x.shape[0], w16.shape[0]), np.int32)
-    _jit_kernels().dense(np.ascontiguousarray(x), w16, acc)
+    kernels().dense(np.ascontiguousarray(x), w16, acc)
     if zp_in:
         acc -= (zp_in * sums).astype(np.int32)
     return acc

@@ -12,8 +12,11 @@ LOGISTIC/TANH (8-bit): a 256-entry table of ``round(f(s_in·(q − zp_in))/s_out
 computed in float32.  SOFTMAX (8-bit): float32 table ``exp(−s_in·β·d)`` of the
 distance ``d`` to the row max, ``y = round(e/(Σe·s_out)) + zp_out``.
 HARD_SWISH (8-bit): TFLite's int16 fixed-point evaluation (see :func:`_hard_swish_q`).
-8-bit ADD/SUB/MUL of ≥ 256 elements go through a table of the formula's value on
-all 2^16 input pairs, built once per operator by the same code (:func:`_by_table`).
+8-bit ADD/SUB/MUL go through a table of the formula's value on all 2^16 input
+pairs, built once per operator by the same code (:func:`_by_table`; operators of
+fewer than 256 elements compute their first run directly and build it only if
+they run again); unary 8-bit operators likewise through a 256-entry table
+(:func:`_by_byte_table`).  With the compiled loops (:mod:`.jit`) each lookup is one pass.
 All O(n) in the elements (SOFTMAX: O(n) per row plus a 256-entry table).
 """
 
@@ -115,6 +118,8 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
             rows = (-1, shape[-1] if shape else 1)
             a2, b2 = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
         out = np.empty(shape, table.dtype)
+        if out.size == 0:  # nothing to look up (and no row length to infer)
+            return out
         kernels().pair_lookup(a2.reshape(rows).view(np.uint8), b2.reshape(rows).view(np.uint8), table,
                               out.reshape(rows))
         return out

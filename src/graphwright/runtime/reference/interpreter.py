@@ -169,14 +169,19 @@ class Interpreter:
                     env.pop(used, None)
         return kept
 
-    @staticmethod
-    def _sources(node: Node) -> list[tuple[Value | None, np.ndarray | None]]:
-        """Per input ``(value, None)`` for tensors operators write, ``(None, array)`` for
-        constants (read from the model once, not on every run) and ``(None, None)``
-        for omitted optional inputs."""
-        return [(None, v.const.numpy()) if v is not None and v.const is not None else (v, None)
-                for v in node.inputs]
+    def _sources(self, node: Node) -> list[tuple[Value | None, np.ndarray | None]]:
+        """Per input ``(value, None)`` for tensors a run provides (graph inputs, states,
+        operator outputs — even when the file also gives them a buffer: the feed wins),
+        ``(None, array)`` for constants (read from the model once, not on every run) and
+        ``(None, None)`` for omitted optional inputs."""
+        fed = set(self.graph.inputs) | set(self.graph.states)
+        return [(None, v.const.numpy()) if v is not None and v.const is not None and v not in fed
+                and v.producer is None else (v, None) for v in node.inputs]
 
     @staticmethod
     def _read(value: Value) -> np.ndarray:
+        """A provided tensor this run has not set: its buffer from the file (a state's
+        initial value), else an error."""
+        if value.const is not None:
+            return value.const.numpy()
         raise VerificationError(f"tensor {value.name!r} is read before any operator writes it")

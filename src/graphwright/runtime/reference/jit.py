@@ -31,6 +31,8 @@ def available() -> bool:
 def wanted(requested: bool | None) -> bool:
     """Resolve an interpreter's ``jit`` option: None = compiled when numba is installed
     and loads; True = compiled or a clear error; False = numpy."""
+    if requested is not None and not isinstance(requested, bool):
+        raise VerificationError(f"jit must be True, False or None (automatic), not {requested!r}")
     if requested is False:
         return False
     if requested is None:

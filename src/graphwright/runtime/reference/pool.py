@@ -136,8 +136,9 @@ def _mean_runner(x: np.ndarray, axes: list[int], keep: bool, fast: FastRequant |
     """The compiled sums over a run of middle axes for inputs shaped like ``x``, then
     ``fast``'s requantization when given (else the int64 sums), shapes worked out once."""
     outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
+    middle = int(np.prod(x.shape[axes[0]:axes[-1] + 1], dtype=np.int64))
     inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
-    view = (outer, -1, inner)
+    view = (outer, middle, inner)  # explicit: a zero-size batch leaves nothing to infer -1 from
     shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
         [d for i, d in enumerate(x.shape) if i not in axes]
     middle_sums = kernels().middle_sums

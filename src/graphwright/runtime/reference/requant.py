@@ -71,7 +71,8 @@ class FastRequant:
         #: what a fix-up gathers per channel, in one go, with the bias and zp folded in:
         #: double [m, bias·m + 2^30, 2^(r−1) + zp·2^r, r, r > 0]; single [m, bias·m + 2^(30+r), 31 + r]
         if rounding == "double":
-            self.params = np.stack([m, bias * m + (1 << 30), self.half + np.int64(zp) * (np.int64(1) << self.right), self.right,
+            scaled_zp = np.int64(zp) * (np.int64(1) << self.right)
+            self.params = np.stack([m, bias * m + (1 << 30), self.half + scaled_zp, self.right,
                                     self.right_pos.astype(np.int64)], axis=1)
         else:
             self.params = np.stack([m, bias * m + (np.int64(1) << (30 + self.right)), 31 + self.right], axis=1)
@@ -176,4 +177,3 @@ class FastRequant:
             v >>= total
             v += self.zp
         return v
-

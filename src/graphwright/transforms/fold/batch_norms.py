@@ -56,8 +56,8 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import Attr, DType, Model, Node
 from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip
+from .._weights import scaled
 from ..context import TransformContext
-from ..onnx._channels import scaled
 from ..registry import TransformResult, transform
 
 __all__ = [

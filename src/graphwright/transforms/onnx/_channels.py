@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Node
+from .._weights import scaled
 
-__all__ = ["out_channels", "scale_out_channels", "scaled", "FLOAT_KINDS"]
+__all__ = ["out_channels", "scale_out_channels", "FLOAT_KINDS"]
 
 FLOAT_KINDS = frozenset({np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)})
 
@@ -61,12 +62,3 @@ def scale_out_channels(node: Node, weight: np.ndarray, scale: np.ndarray) -> np.
         factor = s.reshape((group, 1, per_group) + (1,) * (weight.ndim - 2))
         return scaled(weight.reshape(grouped), factor).reshape(weight.shape)
     return scaled(weight, s[:, None] if node.attr("transB", 0) else s[None, :])
-
-
-def scaled(weight: np.ndarray, factor: np.ndarray) -> np.ndarray:
-    """``weight · factor`` (``factor`` broadcasting against it) computed in float64 and
-    rounded once to the weight's dtype, into a new array of the weight's shape —
-    without float64 copies of the weight (the ufunc converts a small buffer at a time)."""
-    out = np.empty(weight.shape, dtype=weight.dtype)
-    np.multiply(weight, factor, out=out, dtype=np.float64, casting="same_kind")
-    return out
