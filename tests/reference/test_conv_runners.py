@@ -84,6 +84,9 @@ def test_depthwise_runners_equal_int64_convolution(monkeypatch: pytest.MonkeyPat
         got = run(x)
         assert got.dtype == np.int8 and got.flags.c_contiguous
         np.testing.assert_array_equal(got, _depthwise_reference(x, plan, g, mult, rounding))
+        mirrored = np.flip(np.ascontiguousarray(np.flip(x, 2)), 2)  # same values, negative strides
+        assert not mirrored.flags.c_contiguous
+        np.testing.assert_array_equal(run(mirrored), got)
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["numpy", "jit"])

@@ -160,6 +160,21 @@ def test_pair_tables_equal_the_direct_formula_on_every_pair(name: str, op: str, 
         np.testing.assert_array_equal(_by_table(ctx, a[:1], b, direct), direct(a[:1], b))  # broadcasting
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["numpy", "jit"])
+def test_small_operators_build_their_table_on_the_second_run(jit: bool) -> None:
+    node = next(n for n in Interpreter(model("tflite_ops", "mobilenet_v2_int8").path).graph if n.op == "ADD")
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(-128, 128, (1, 2, 2, 8)).astype(np.int8) for _ in range(2))  # 32 < TABLE_MIN_SIZE
+    ctx = OpContext(node, [a, b], "double", {}, jit)
+    direct = _direct(ctx, "ADD")
+    first = _by_table(ctx, a, b, direct)
+    assert "pair_table" not in ctx.cache  # one small run: computed directly
+    second = _by_table(ctx, a, b, direct)
+    assert "pair_table" in ctx.cache  # it ran again: the table pays from now on
+    np.testing.assert_array_equal(first, direct(a, b))
+    np.testing.assert_array_equal(second, first)
+
+
 @pytest.mark.slow
 def test_mobilenet_layers_take_the_fast_paths() -> None:
     info = model("tflite_ops", "mobilenet_v2_int8")
