@@ -1,5 +1,7 @@
-"""The interpreter's hot loops compiled with numba: requantization and depthwise
-convolution, one pass each, integer arithmetic exactly as :mod:`.fixedpoint`.
+"""The interpreter's hot loops compiled with numba, one pass each, integer arithmetic
+exactly as the numpy path: requantization (as :mod:`.fixedpoint`), depthwise
+convolution, few-row dense products, 8-bit table lookups (unary and pairwise,
+broadcasting) and MEAN's sums.
 
 Imported only through :mod:`.jit` (importing numba costs ~0.3 s and compiling a
 loop ~0.5 s per signature; ``cache=True`` keeps the machine code on disk, so
