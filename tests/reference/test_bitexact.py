@@ -68,9 +68,10 @@ def test_compiled_and_numpy_paths_give_identical_tensors(family: str, name: str,
                 np.testing.assert_array_equal(a[key], b[key], err_msg=f"{path.name} seed {seed}: {key}")
 
 
-#: XNNPACK's HARD_SWISH and LOGISTIC are its own approximations (more than 1 LSB from the
-#: reference: EfficientNet-B0's first difference is a LOGISTIC off by 2, which then compounds)
-DEFAULT_KERNEL_MODELS = [m for m in INT8_MODELS if m[1] not in ("acts_int8", "efficientnet_b0_int8")]
+#: EfficientNet-B0: XNNPACK requantizes convolutions in float32, which differs from the
+#: integer single rounding by one LSB on rare elements (1 of 4608 in its 225th layer); a
+#: sigmoid's steep region turns that into two, and it compounds through 16 swish blocks
+DEFAULT_KERNEL_MODELS = [m for m in INT8_MODELS if m[1] != "efficientnet_b0_int8"]
 
 
 @pytest.mark.parametrize(("family", "name"), DEFAULT_KERNEL_MODELS, ids=[n for _, n in DEFAULT_KERNEL_MODELS])
@@ -91,6 +92,17 @@ def test_int8_within_one_lsb_of_default_kernels(family: str, name: str) -> None:
                             rounding="single", tolerance=1)
     assert report.first_difference is None, report.summary()
     print(f"{name}: {100 * exact / total:.2f}% of output elements exact vs default kernels; {report.summary()}")
+
+
+def test_single_rounding_equals_xnnpack_on_every_layer_of_the_activations_model() -> None:
+    """With single rounding even 8-bit QUANTIZE (XNNPACK's 8-fractional-bit conversion), HARD_SWISH,
+    LOGISTIC and TANH agree with LiteRT's default kernels on every element."""
+    info = model("tflite_ops", "acts_int8")
+    for seed in range(5):
+        report = compare_layers(info.path, random_feeds(info.inputs, info.input_dtypes, seed), other="litert",
+                                rounding="single")
+        assert report.first_difference is None, report.summary()
+        assert {layer.op for layer in report.layers} >= {"QUANTIZE", "HARD_SWISH", "LOGISTIC", "TANH"}
 
 
 def test_double_rounding_differs_from_default_kernels_somewhere() -> None:
