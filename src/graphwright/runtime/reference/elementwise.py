@@ -174,11 +174,25 @@ def _by_byte_table(ctx: OpContext, x: np.ndarray, make: Callable[[], Callable[[n
     table = ctx.cache.get("byte_table")
     if table is None:
         table = ctx.cache["byte_table"] = np.ascontiguousarray(make()(np.arange(256, dtype=np.uint8).view(x.dtype)))
-    if ctx.jit and x.flags.c_contiguous:
-        out = np.empty(x.shape, table.dtype)
-        kernels().byte_lookup(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
-        return out
-    return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+    lookup = _byte_lookup(table, ctx.jit)
+    if len(ctx.node.inputs) == 1:  # a function of x alone: the interpreter may call it directly
+        ctx.cache["compiled"] = (x.shape, x.dtype, lookup)
+    return lookup(x)
+
+
+def _byte_lookup(table: np.ndarray, jit: bool) -> Callable[[np.ndarray], np.ndarray]:
+    """``table[x]`` for the bytes of an 8-bit ``x``: one compiled pass (``jit``, contiguous
+    ``x``) or numpy's gather."""
+    compiled = kernels().byte_lookup if jit else None
+
+    def lookup(x: np.ndarray) -> np.ndarray:
+        if compiled is not None and x.flags.c_contiguous:
+            out = np.empty(x.shape, table.dtype)
+            compiled(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
+            return out
+        return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+
+    return lookup
 
 
 def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
