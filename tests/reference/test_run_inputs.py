@@ -94,3 +94,19 @@ def test_backend_reads_jit_given_as_text() -> None:
         assert session.interpreter.jit is False  # type: ignore[attr-defined]
     with prepare(path, backend="reference", options={"jit": "True"}) as session:
         assert session.interpreter.jit is True  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("jit", PATHS, ids=IDS)
+def test_changing_batch_sizes_rebuild_what_depends_on_the_shape(jit: bool) -> None:
+    """Runners and buffers are kept per input shape: batches 1, 3, 1, 2 on one interpreter give
+    what a fresh interpreter gives for each."""
+    info = model("tflite_ops", "mobilenet_v3_small_int8")
+    interp = Interpreter(info.path, jit=jit)
+    (spec,) = interp.inputs
+    rng = np.random.default_rng(9)
+    for batch in (1, 3, 1, 2):
+        feeds = {spec.name: rng.integers(-128, 128, (batch, *tuple(spec.shape)[1:])).astype(np.int8)}
+        got, fresh = interp.trace(feeds), Interpreter(info.path, jit=jit).trace(feeds)
+        assert got.keys() == fresh.keys()
+        for key in got:
+            np.testing.assert_array_equal(got[key], fresh[key], err_msg=f"batch {batch}: {key}")
