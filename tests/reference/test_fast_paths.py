@@ -22,7 +22,7 @@ from graphwright.runtime.reference import Interpreter, multiply_by_quantized_mul
 from graphwright.runtime.reference._common import OpContext
 from graphwright.runtime.reference.conv import _float32_blocks, _gemm, _Plan
 from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _mul_q
-from graphwright.runtime.reference.requant import FastRequant
+from graphwright.runtime.reference.requant import FastRequant, Float32Requant
 
 from .conftest import model, random_feeds
 
@@ -114,6 +114,30 @@ def test_compiled_requant_takes_the_layers_the_float_path_declines(rounding: str
     acc = np.arange(-300, 301, dtype=np.float32)[:, None].repeat(2, axis=1)
     np.testing.assert_array_equal(fast(acc, np.dtype(np.int8)),
                                   _exact(acc, np.array([5, -7]), m, shift, 3, -128, 127, rounding, np.dtype(np.int8)))
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["numpy", "jit"])
+@pytest.mark.parametrize("out_dtype", [np.int8, np.uint8])
+def test_float32_requant_is_xnnpacks_formula(native: bool, out_dtype: type) -> None:
+    """clamp(rint(float32(acc + bias)·S) + zp), S = float32(s_in·s_w/s_out): computed here
+    scalar by scalar with Python's float32 emulation, against both paths."""
+    rng = np.random.default_rng(11)
+    channels = 7
+    s_in, s_out = 0.0213, 0.0871
+    s_w = rng.uniform(1e-3, 2e-2, channels).astype(np.float32)
+    bias = rng.integers(-5000, 5000, channels)
+    info = np.iinfo(out_dtype)
+    zp = int(rng.integers(info.min, info.max))
+    fast = Float32Requant.build(bias=bias, s_in=s_in, s_w=s_w, s_out=s_out, channels=channels, zp=zp,
+                                lo=info.min, hi=info.max, out_dtype=np.dtype(out_dtype), native=native)
+    assert fast is not None and (fast.native is not None) == native
+    acc = np.concatenate([rng.integers(-(1 << 20), 1 << 20, (300, channels)),
+                          rng.integers(-3000, 3000, (300, channels))]).astype(np.float32)
+    got = fast(acc, np.dtype(out_dtype))
+    scale = [np.float32(np.float32(s_in) * w) / np.float32(s_out) for w in s_w]
+    for (i, c), value in np.ndenumerate(got):
+        u = np.float32(float(acc[i, c]) + float(bias[c])) * scale[c]
+        assert value == min(max(int(np.rint(u)) + zp, info.min), info.max), (i, c)
 
 
 def test_float32_blocks_give_exact_long_sums() -> None:

@@ -50,11 +50,23 @@ def requantize(acc, p, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
+def requantize_float32(acc, bias, scale, zp, lo, hi, out):  # type: ignore[no-untyped-def]
+    """XNNPACK's requantization (see ``requant.Float32Requant``): ``out[i, c] =
+    clamp(rint(float32(acc[i, c] + bias[c])·scale[c]) + zp)``, the product in float32."""
+    rows, channels = acc.shape
+    for i in range(rows):
+        for c in range(channels):
+            u = np.float32(np.float64(acc[i, c]) + bias[c]) * scale[c]
+            out[i, c] = min(max(np.int64(np.rint(u)) + zp, lo), hi)
+
+
+@numba.njit(**_JIT)
 def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-untyped-def]
     """Depthwise convolution of ``x`` [N, H, W, C] (8-bit; depth multiplier already
     expanded) with int32 taps ``w`` [KH, KW, C] (weight zero point removed): int32
     sums of the in-image taps — padded taps contribute 0, as padding with ``zp_in``
-    does — requantized into ``out`` [N, OH, OW, C]."""
+    does — requantized into ``out`` [N, OH, OW, C], or with ``p`` None stored as they are
+    (int32 ``out``) for a requantization of another kind."""
     batch, oh, ow, channels = out.shape
     kh, kw = w.shape[0], w.shape[1]
     height, width = x.shape[1], x.shape[2]
@@ -74,7 +86,10 @@ def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-u
                         for c in range(channels):
                             acc[c] += (np.int32(x[n, iy, ix, c]) - zp_in) * w[i, j, c]
                 for c in range(channels):
-                    out[n, oy, ox, c] = _requantized(np.int64(acc[c]), c, p)
+                    if p is None:  # the int32 sums themselves (numba prunes the branch not taken)
+                        out[n, oy, ox, c] = acc[c]
+                    else:
+                        out[n, oy, ox, c] = _requantized(np.int64(acc[c]), c, p)
 
 
 @numba.njit(**_JIT)

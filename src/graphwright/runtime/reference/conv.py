@@ -39,7 +39,7 @@ from ._common import (
 )
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multipliers
 from .jit import kernels
-from .requant import FastRequant
+from .requant import FastRequant, Float32Requant
 from .runners import Geometry, compile_runner, compiled, depthwise_runner, pointwise_runner, window_runner
 
 
@@ -77,7 +77,8 @@ class _Plan:
     __slots__ = ("bias", "chunks", "dtype", "fast", "in_dtype", "m", "shift", "tiles", "weights")
 
     def __init__(self, weights: np.ndarray, dtype: type, bias: np.ndarray | None,
-                 m: np.ndarray | None, shift: np.ndarray | None, fast: FastRequant | None = None) -> None:
+                 m: np.ndarray | None, shift: np.ndarray | None,
+                 fast: FastRequant | Float32Requant | None = None) -> None:
         self.weights, self.dtype, self.bias, self.m, self.shift = weights, dtype, bias, m, shift
         self.fast = fast
         #: float64 sums too long for float32: K split into row blocks each exact in float32,
@@ -123,9 +124,15 @@ def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | Non
         m, shift = (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
         out_dtype = ctx.out_dtype()
         act_lo, act_hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), out_dtype)
-        fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=q_out.zp, lo=int(act_lo), hi=int(act_hi),
-                                 rounding=rounding or ctx.rounding, acc_dtype=dtype, out_dtype=out_dtype,
-                                 native=ctx.jit)
+        fast: FastRequant | Float32Requant | None
+        if ctx.rounding == "single":  # the default kernels' (XNNPACK's) float32 requantization
+            fast = Float32Requant.build(bias=bias, s_in=q_in.s, s_w=q_w.scale, s_out=q_out.s, channels=channels,
+                                        zp=q_out.zp, lo=int(act_lo), hi=int(act_hi), out_dtype=out_dtype,
+                                        native=ctx.jit)
+        else:
+            fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=q_out.zp, lo=int(act_lo), hi=int(act_hi),
+                                     rounding=rounding or ctx.rounding, acc_dtype=dtype, out_dtype=out_dtype,
+                                     native=ctx.jit)
         plan = _Plan(np.ascontiguousarray(matrix.astype(dtype)), dtype, bias, m, shift, fast)
         if not exact32:
             plan.chunks = _float32_blocks(matrix, span)

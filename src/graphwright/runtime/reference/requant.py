@@ -177,3 +177,64 @@ class FastRequant:
             v >>= total
             v += self.zp
         return v
+
+
+class Float32Requant:
+    """XNNPACK's requantization of convolution and fully connected accumulators, which
+    LiteRT's default kernels run (``rounding="single"``)::
+
+        y = clamp(rint(float32(acc + bias) · S_c) + zp_out)     S_c = float32(s_in·s_w[c]/s_out)
+
+    ``S_c`` evaluated in float32 (two roundings, left to right), the product rounded
+    to float32, then to the nearest integer, ties to even.  Measured equal to LiteRT's
+    default kernels on every element of 1.7 M convolution outputs of EfficientNet-B0,
+    where the integer single rounding (``(acc·m + 2^(30+r)) >> (31+r)``) differs on 4.
+    Six numpy passes per element, or one compiled pass (:meth:`compile`).
+    """
+
+    __slots__ = ("bias", "hi", "lo", "native", "scale", "zp")
+
+    def __init__(self, bias: np.ndarray, scale: np.ndarray, zp: int, lo: int, hi: int) -> None:
+        self.bias, self.scale, self.zp, self.lo, self.hi = bias, scale, zp, lo, hi
+        #: (the compiled kernels' module, their per-channel constants) once :meth:`compile` ran
+        self.native: tuple[ModuleType, tuple[object, ...]] | None = None
+
+    @classmethod
+    def build(cls, *, bias: np.ndarray | None, s_in: float, s_w: np.ndarray, s_out: float, channels: int, zp: int,
+              lo: int, hi: int, out_dtype: np.dtype, native: bool = False) -> Float32Requant | None:
+        """The requantizer of one layer, or None for outputs that are not 8-bit;
+        ``native``: with the compiled loop (:mod:`.jit`)."""
+        if out_dtype.itemsize != 1 or out_dtype.kind not in "iu":
+            return None
+        sw = np.asarray(s_w, np.float32).reshape(-1)
+        if sw.size == 1:
+            sw = np.repeat(sw, channels)
+        scale = (np.float32(s_in) * sw / np.float32(s_out)).astype(np.float32)
+        b = np.zeros(channels, np.float64) if bias is None else np.asarray(bias, np.float64).reshape(-1)
+        made = cls(b, scale, zp, lo, hi)
+        if native:
+            made.compile()
+        return made
+
+    def compile(self) -> None:
+        """Requantize with the compiled loop from now on (numba must be installed)."""
+        from .jit import kernels
+
+        self.native = (kernels(), (np.ascontiguousarray(self.bias), np.ascontiguousarray(self.scale),
+                                   np.int64(self.zp), np.int64(self.lo), np.int64(self.hi)))
+
+    def __call__(self, acc: np.ndarray, out_dtype: np.dtype) -> np.ndarray:
+        """``clamp(rint(float32(acc + bias)·S) + zp)`` as ``out_dtype``; ``acc`` is not modified."""
+        if self.native is not None:
+            compiled, constants = self.native
+            channels = self.scale.size
+            y = np.empty(acc.shape, out_dtype)
+            compiled.requantize_float32(acc.reshape(-1, channels), *constants, y.reshape(-1, channels))
+            return y
+        total = np.add(acc, self.bias, dtype=np.float64)  # exact: integers below 2^53
+        u = total.astype(np.float32)  # rounds as the int32 -> float32 conversion does
+        u *= self.scale
+        np.rint(u, out=u)
+        u += np.float32(self.zp)
+        np.clip(u, self.lo, self.hi, out=u)
+        return u.astype(out_dtype)

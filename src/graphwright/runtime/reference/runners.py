@@ -30,6 +30,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ._common import OpContext
+from .requant import FastRequant
 
 if TYPE_CHECKING:
     from .conv import _Plan
@@ -150,14 +151,15 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
     fast = plan.fast
     assert fast is not None and fast.native is not None
     compiled, constants = fast.native
+    fused = isinstance(fast, FastRequant)  # else the sums go to the float32 requantizer after
     weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.int32))  # exact integers
     zp, shape = np.int32(zp_in), (g.n, g.oh, g.ow, g.co)
 
     def run(x: np.ndarray) -> np.ndarray:
-        y = np.empty(shape, out_dtype)
+        y = np.empty(shape, out_dtype if fused else np.int32)
         compiled.depthwise(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, weights, g.sh, g.sw, g.dh, g.dw,
-                           g.pt, g.pl, constants, y)  # output channel c·M + m reads input channel c
-        return y
+                           g.pt, g.pl, constants if fused else None, y)  # output channel c·M + m reads input c
+        return y if fused else fast(y, out_dtype)
 
     return run
 
