@@ -43,7 +43,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--save", metavar="OUT.npz", help="write the outputs, keyed by output name")
     p.add_argument("--trace", metavar="DIR", help="save every tensor (TFLite models) as DIR/*.npy + trace.json")
     p.add_argument("--rounding", choices=("double", "single"), default="double",
-                   help="reference engine requantization: double (TFLite reference kernels) or single (XNNPACK)")
+                   help="reference engine requantization: double (TFLite reference kernels) or single "
+                        "(LiteRT's default kernels, XNNPACK)")
     p.add_argument("--jit", action="store_true",
                    help="reference engine: compiled loops (needs numba, the [fast] extra); they load in ~0.7 s, "
                         "so they pay for large models or traces, not for one small run")

@@ -3,7 +3,8 @@ reference kernels (``OpResolverType.BUILTIN_REF``).
 
 ``Interpreter(model).run(feeds)`` / ``.trace(feeds)``; or through the runtime
 interface as backend ``"reference"`` (option ``rounding``: ``"double"``, the
-reference kernels' two-step requantization, or ``"single"``, XNNPACK's).
+reference kernels' two-step requantization, or ``"single"``, which emulates LiteRT's
+default kernels: XNNPACK's float32 requantization of convolutions, its 8-bit QUANTIZE).
 :mod:`.fixedpoint` holds the requantization arithmetic.
 """
 

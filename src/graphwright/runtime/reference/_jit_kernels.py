@@ -15,7 +15,7 @@ per-channel constants ``p = (m, nudge, half, r, neg, lo, hi)`` (made by
 
 * double rounding (reference kernels): ``nudge' = 2^30``, ``half = 2^(r−1) + zp·2^r``,
   ``neg = [r > 0]`` — SRDHM, then a division by ``2^r`` rounding half away from zero;
-* single rounding (XNNPACK): ``nudge' = 2^(30+r)``, ``half = zp·2^r``, ``neg = 0`` —
+* single rounding (``TFLITE_SINGLE_ROUNDING``): ``nudge' = 2^(30+r)``, ``half = zp·2^r``, ``neg = 0`` —
   two floor shifts by 31 and r are one floor shift by 31 + r.
 
 ``zp·2^r`` added before the exact division by ``2^r`` adds ``zp`` after it.

@@ -7,7 +7,9 @@ is stored as a 31-bit significand ``m`` and a power-of-two ``shift``:
 * ``"double"`` (TFLite reference kernels, gemmlowp): ``RoundingDivideByPOT(
   SaturatingRoundingDoublingHighMul(x·2^max(shift,0), m), max(−shift,0))`` — two
   roundings, each half away from zero.
-* ``"single"`` (XNNPACK / ``TFLITE_SINGLE_ROUNDING``): ``(x·m + 2^(30−shift)) >> (31−shift)``,
+* ``"single"`` (``TFLITE_SINGLE_ROUNDING``; the reference FULLY_CONNECTED uses it, and the
+  interpreter's single mode for the operators XNNPACK does not requantize in float32):
+  ``(x·m + 2^(30−shift)) >> (31−shift)``,
   one rounding, half towards +∞.
 
 Every function takes numpy arrays (or scalars) and broadcasts ``m``/``shift``
@@ -104,7 +106,7 @@ def multiply_by_quantized_multiplier(
 ) -> np.ndarray:
     """``x·M`` for ``M ≈ m·2^(shift−31)``, as TFLite's ``MultiplyByQuantizedMultiplier``.
 
-    ``rounding="double"``: reference kernels (two roundings); ``"single"``: XNNPACK.
+    ``rounding="double"``: reference kernels (two roundings); ``"single"``: one rounding.
     Returns int64 holding int32 results.
     """
     x = np.asarray(x, dtype=np.int64)

@@ -1,4 +1,6 @@
-"""Fast, still bit-exact requantization of convolution accumulators in floating point.
+"""Fast, still bit-exact requantization of convolution accumulators in floating point
+(:class:`FastRequant`, the reference kernels' integer formulas), and XNNPACK's own
+float32 requantization (:class:`Float32Requant`, for single rounding).
 
 The exact path (:func:`.fixedpoint.multiply_by_quantized_multiplier`) needs about
 ten int64 passes per element.  Here the accumulator stays in the float dtype the
@@ -42,7 +44,7 @@ from types import ModuleType
 
 import numpy as np
 
-__all__ = ["FastRequant"]
+__all__ = ["FastRequant", "Float32Requant"]
 
 #: |U| beyond which an 8-bit output is clamped whatever the rounding
 _CLAMP_DECIDES = 2.0**10
