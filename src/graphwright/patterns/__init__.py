@@ -31,7 +31,7 @@ from .predicates import (
     weight_not_shared,
     why_not_fusable,
 )
-from .replace import Outcome, ReplaceReport, Rule, RuleSet, replace_matching
+from .replace import Outcome, ReplaceReport, Rule, RuleSet, drop_if_unread, replace_matching
 
 __all__ = [
     # patterns
@@ -41,7 +41,7 @@ __all__ = [
     "Match", "Matcher", "MatchStats", "match_pattern", "find_matches",
     # replacing
     "replace_matching", "Replacement", "Skip", "Rule", "RuleSet", "ReplaceReport", "Outcome",
-    "clone_node", "make_constant",
+    "clone_node", "make_constant", "drop_if_unread",
     # predicates
     "single_use", "no_control_edges", "not_graph_io", "same_dtype", "is_constant",
     "weight_not_shared", "fusable_chain", "why_not_fusable",

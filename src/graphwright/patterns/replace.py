@@ -40,7 +40,8 @@ from ._build import Replacement, Skip
 from .matcher import Match, Matcher, MatchStats, as_pattern
 from .pattern import Const, Pattern
 
-__all__ = ["Rule", "RuleSet", "ReplaceReport", "Outcome", "replace_matching", "ReplaceFn", "CheckFn"]
+__all__ = ["Rule", "RuleSet", "ReplaceReport", "Outcome", "replace_matching", "ReplaceFn", "CheckFn",
+           "drop_if_unread"]
 
 ReplaceResult = Replacement | Skip | Sequence[Node] | None
 ReplaceFn = Callable[[Match], ReplaceResult]
@@ -438,15 +439,24 @@ def _sweep_constants(graph: Graph, m: Match) -> int:
         if not isinstance(sub.pattern, Const) or value is None or value in seen:
             continue
         seen.add(value)
-        if value.num_uses or value.is_graph_output or value.is_graph_input:
-            continue
-        node = value.producer
-        if node is not None:
-            if (node.graph is graph and (node.dialect, node.op) in _CONST_OPS and not node.control_users
-                    and all(out.num_uses == 0 and not out.is_graph_output for out in node.outputs)):
-                graph.remove(node)
-                count += 1
-        elif value.is_initializer and value.owner is graph:
-            graph.remove_initializer(value)
-            count += 1
+        count += drop_if_unread(graph, value)
     return count
+
+
+def drop_if_unread(graph: Graph, value: Value) -> bool:
+    """Remove ``value`` from ``graph`` when it is a constant nobody reads any more — an
+    initializer of ``graph``, or the output of a ``Const``/``Constant`` node whose outputs
+    are all unread and that nothing waits on.  Returns whether it removed something."""
+    if value.num_uses or value.is_graph_output or value.is_graph_input:
+        return False
+    node = value.producer
+    if node is not None:
+        if (node.graph is graph and (node.dialect, node.op) in _CONST_OPS and not node.control_users
+                and all(out.num_uses == 0 and not out.is_graph_output for out in node.outputs)):
+            graph.remove(node)
+            return True
+        return False
+    if value.is_initializer and value.owner is graph:
+        graph.remove_initializer(value)
+        return True
+    return False

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import TransformError
 from ...ir import Attr, Graph, Model, Node, Value, all_graphs, constant_value
-from ...patterns import Match, P, Pattern, ReplaceReport, no_control_edges, not_graph_io
+from ...patterns import Match, P, Pattern, ReplaceReport, drop_if_unread, no_control_edges, not_graph_io
 
 __all__ = [
     "ONNX_FUSIONS", "TARGETS", "STANDARD", "ONNXRUNTIME", "MS_DOMAIN", "check_target", "all_graphs",
@@ -149,17 +149,4 @@ def drop_unused_constants(graph: Graph, values: Iterable[Value]) -> int:
     For constants a fusion stopped reading without capturing them in its
     pattern (a ReduceMean's ``axes`` input).  O(len(values)).
     """
-    removed = 0
-    for value in dict.fromkeys(values):
-        if value.num_uses or value.is_graph_output or value.is_graph_input:
-            continue
-        node = value.producer
-        if node is not None:
-            if (node.graph is graph and node.op == "Constant" and not node.control_users
-                    and all(out.num_uses == 0 and not out.is_graph_output for out in node.outputs)):
-                graph.remove(node)
-                removed += 1
-        elif value.is_initializer and value.owner is graph:
-            graph.remove_initializer(value)
-            removed += 1
-    return removed
+    return sum(drop_if_unread(graph, value) for value in dict.fromkeys(values))
