@@ -65,19 +65,27 @@ def weight_not_shared(value: Value | None) -> bool:
     return node is None or (single_use(node) and not node.control_users and not_graph_io(node))
 
 
-def why_not_fusable(match: Match, *, check_root: bool = False) -> str | None:
+def why_not_fusable(match: Match, *, check_root: bool = False, shared_inside: bool = False) -> str | None:
     """Why the match's intermediates can't be fused away, or None when they can (Grappler Remapper's checks).
 
     Intermediates are the matched nodes other than the root: each must have a
     single reader over all its outputs, produce no graph input/output, and have
     no control inputs or users.  ``check_root=True`` also forbids control edges
-    on the root.
+    on the root.  ``shared_inside=True`` lets an intermediate have several readers
+    as long as all of them are in the match (a LayerNorm's centred ``x - mean``
+    feeds both the variance and the division).  O(uses of the matched nodes).
     """
     root = match.root.node
+    inside = set(match.nodes) if shared_inside else set()
     for node in match.nodes:
         if node is root:
             continue
-        if not single_use(node):
+        if shared_inside:
+            outside = next((reader for out in node.outputs for reader, _ in out.uses() if reader not in inside), None)
+            if outside is not None:
+                return (f"intermediate {node.name!r} ({node.op}) is also read by "
+                        f"{outside.name!r} ({outside.op}) outside the pattern")
+        elif not single_use(node):
             count = sum(out.num_uses for out in node.outputs)
             return f"intermediate {node.name!r} ({node.op}) has {count} readers, not 1"
         if not not_graph_io(node):

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...errors import TransformError
 from ...ir import Attr, Graph, Model, Node, Value, all_graphs, constant_value
-from ...patterns import Match, P, Pattern, ReplaceReport, drop_if_unread, no_control_edges, not_graph_io
+from ...patterns import Match, P, Pattern, ReplaceReport, drop_if_unread, why_not_fusable
 
 __all__ = [
     "ONNX_FUSIONS", "TARGETS", "STANDARD", "ONNXRUNTIME", "MS_DOMAIN", "check_target", "all_graphs",
@@ -93,31 +93,14 @@ def near(value: Value | None, expected: float, rtol: float = 1e-3) -> bool:
 
 
 def why_not_closed(match: Match) -> str | None:
-    """Why the match's intermediates can't be removed, or None when they can.
-
-    Like :func:`graphwright.patterns.why_not_fusable`, but an intermediate may
-    be read several times as long as every reader is inside the match (the
-    centred ``x - mean`` of a LayerNorm feeds both the variance and the
-    division).  Intermediates must not be graph inputs/outputs nor carry
-    control edges.  O(uses of the matched nodes).
-    """
+    """Why the match's intermediates can't be removed, or None when they can:
+    :func:`graphwright.patterns.why_not_fusable` with readers shared inside the match
+    allowed, and a root without control inputs."""
+    reason = why_not_fusable(match, shared_inside=True)
     root = match.root.node
-    inside = set(match.nodes)
-    for node in match.nodes:
-        if node is root:
-            continue
-        if not not_graph_io(node):
-            return f"intermediate {node.name!r} ({node.op}) is a graph output"
-        if not no_control_edges(node):
-            return f"intermediate {node.name!r} ({node.op}) has control edges"
-        for out in node.outputs:
-            for reader, _ in out.uses():
-                if reader not in inside:
-                    return (f"intermediate {node.name!r} ({node.op}) is also read by "
-                            f"{reader.name!r} ({reader.op}) outside the pattern")
-    if root is not None and root.control_inputs:
+    if reason is None and root is not None and root.control_inputs:
         return f"root {root.name!r} ({root.op}) has control inputs"
-    return None
+    return reason
 
 
 def collect(reports: Iterable[ReplaceReport], stats: dict[str, int], notes: list[str]) -> None:
