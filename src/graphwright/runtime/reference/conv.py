@@ -40,7 +40,7 @@ from ._common import (
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multipliers
 from .jit import kernels
 from .requant import FastRequant, Float32Requant
-from .runners import Geometry, compile_runner, compiled, depthwise_runner, pointwise_runner, window_runner
+from .runners import Geometry, compile_runner, depthwise_runner, pointwise_runner, window_runner
 
 
 def channel_multipliers(s_in: float, w: Quant, s_out: float, channels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -253,9 +253,6 @@ def _matrix(ctx: OpContext, w: np.ndarray, q_w: Quant | None, shape: tuple[int, 
 @kernel("CONV_2D")
 def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
-    runner = compiled(ctx, x)
-    if runner is not None:
-        return [runner(x)]
     q_in, q_w = ctx.in_quant(0), ctx.in_quant(1)
     if x.ndim != 4 or w.ndim != 4:
         raise ctx.error(f"expected 4-D input and OHWI filter, got {x.shape} and {w.shape}")
@@ -277,9 +274,6 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
 @kernel("DEPTHWISE_CONV_2D")
 def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
-    runner = compiled(ctx, x)
-    if runner is not None:
-        return [runner(x)]
     q_in, q_w = ctx.in_quant(0), ctx.in_quant(1)
     if x.ndim != 4 or w.ndim != 4 or w.shape[0] != 1:
         raise ctx.error(f"expected 4-D input and 1HWC filter, got {x.shape} and {w.shape}")

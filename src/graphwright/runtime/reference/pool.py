@@ -92,10 +92,6 @@ def max_pool_2d(ctx: OpContext) -> list[np.ndarray]:
 @kernel("MEAN")
 def mean(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    runner = ctx.cache.get(("runner", x.shape, x.dtype))
-    if runner is not None:
-        ctx.cache["compiled"] = (x.shape, x.dtype, runner)  # the interpreter calls it directly (one shape)
-        return [runner(x)]
     axes = sorted({a % x.ndim for a in ints(ctx.x(1))}) if x.ndim else []
     keep = bool(ctx.attr("keep_dims", False))
     dtype = ctx.out_dtype()
@@ -112,8 +108,7 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
         return [(np.sign(total) * (np.abs(total) // n)).astype(dtype)]
     if fast is not None:
         if _middle_run(x, axes) and ctx.in_value(1).const is not None:  # later runs: two compiled passes
-            run = ctx.cache[("runner", x.shape, x.dtype)] = _mean_runner(x, axes, keep, fast, dtype)
-            ctx.cache["compiled"] = (x.shape, x.dtype, run)
+            ctx.cache["compiled"] = (x.shape, x.dtype, _mean_runner(x, axes, keep, fast, dtype))  # see interpreter
         return [fast(total, dtype)]
     y = multiply_by_quantized_multiplier(total - zp_in * n, m, shift, ctx.rounding) + zp_out
     return [np.clip(y, lo, hi).astype(dtype)]

@@ -3,8 +3,9 @@ the weights and the input shape is done once, the call itself is a fixed sequenc
 of numpy operations into preallocated buffers.
 
 A kernel builds a runner on its first call and keeps it in its per-operator cache
-(only when the weights are constants); later calls with the same input shape and
-dtype run it directly, skipping attribute, quantization and shape handling.  The
+(only when the weights are constants); the interpreter runs it directly while the
+input keeps that shape and dtype, skipping the kernel with its attribute,
+quantization and shape handling.  The
 buffers belong to the runner, so one interpreter runs one model at a time (its
 lock, see ``Interpreter``).  The arithmetic is exactly the kernels': shifted
 inputs ``x − zp_in`` and products/sums exact in the plan's float dtype (see
@@ -35,21 +36,14 @@ from .requant import FastRequant
 if TYPE_CHECKING:
     from .conv import _Plan
 
-__all__ = ["Geometry", "Runner", "compile_runner", "compiled", "depthwise_runner", "pointwise_runner", "window_runner"]
+__all__ = ["Geometry", "Runner", "compile_runner", "depthwise_runner", "pointwise_runner", "window_runner"]
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
 
-def compiled(ctx: OpContext, x: np.ndarray) -> Runner | None:
-    """The runner a previous call left for an input of this shape and dtype, if any."""
-    entry = ctx.cache.get("compiled")
-    if entry is not None and entry[0] == x.shape and entry[1] == x.dtype:
-        return entry[2]  # type: ignore[no-any-return]
-    return None
-
-
 def compile_runner(ctx: OpContext, x: np.ndarray, runner: Runner) -> Runner:
-    """Keep ``runner`` for later calls when the operator's plan is cached (constant weights)."""
+    """Keep ``runner`` for later calls when the operator's plan is cached (constant weights):
+    the interpreter calls it directly while the input keeps this shape and dtype."""
     if "plan" in ctx.cache:
         ctx.cache["compiled"] = (x.shape, x.dtype, runner)
     return runner
