@@ -122,15 +122,13 @@ class FastRequant:
         """Requantize with the compiled loops from now on (numba must be installed)."""
         from .jit import kernels
 
-        compiled = kernels()
-        r = self.right
-        scaled_zp = np.int64(self.zp) * (np.int64(1) << r)
-        if self.rounding == "double":
-            nudge, half, neg = self.bias * self.m + (1 << 30), self.half + scaled_zp, self.right_pos.astype(np.int64)
+        if self.rounding == "double":  # the fix-ups' constants are exactly the kernel's
+            m, nudge, half, right, neg = self.params.T
         else:  # one floor shift by 31 + r = a floor shift by 31, then by r
-            nudge, half, neg = self.bias * self.m + (np.int64(1) << (30 + r)), scaled_zp, np.zeros_like(r)
-        columns = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (self.m, nudge, half, r, neg))
-        self.native = (compiled, (*columns, np.int64(self.lo), np.int64(self.hi)))
+            m, nudge, right = self.params[:, 0], self.params[:, 1], self.right
+            half, neg = np.int64(self.zp) * (np.int64(1) << right), np.zeros_like(right)
+        columns = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (m, nudge, half, right, neg))
+        self.native = (kernels(), (*columns, np.int64(self.lo), np.int64(self.hi)))
 
     def _tiled(self, width: int) -> tuple[np.ndarray, np.ndarray]:
         tile = self.tiles.get(width)
