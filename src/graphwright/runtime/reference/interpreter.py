@@ -91,8 +91,9 @@ class Interpreter:
         self._cache: dict[Node, dict[str, object]] = {node: {} for node in self._order}
         # the execution plan: per operator its kernel, inputs, outputs and the
         # non-output intermediates whose last reader it is
+        fed = set(self.graph.inputs) | set(self.graph.states)
         self._steps = [
-            (KERNELS[node.op], node, self._sources(node), node.outputs,
+            (KERNELS[node.op], node, self._sources(node, fed), node.outputs,
              [v for v in dict.fromkeys(node.inputs) if v is not None and last.get(v) == i
               and not v.is_graph_output and v.const is None])
             for i, node in enumerate(self._order)
@@ -169,12 +170,12 @@ class Interpreter:
                     env.pop(used, None)
         return kept
 
-    def _sources(self, node: Node) -> list[tuple[Value | None, np.ndarray | None]]:
+    @staticmethod
+    def _sources(node: Node, fed: set[Value]) -> list[tuple[Value | None, np.ndarray | None]]:
         """Per input ``(value, None)`` for tensors a run provides (graph inputs, states,
         operator outputs — even when the file also gives them a buffer: the feed wins),
         ``(None, array)`` for constants (read from the model once, not on every run) and
-        ``(None, None)`` for omitted optional inputs."""
-        fed = set(self.graph.inputs) | set(self.graph.states)
+        ``(None, None)`` for omitted optional inputs; ``fed``: the graph's inputs and states."""
         return [(None, v.const.numpy()) if v is not None and v.const is not None and v not in fed
                 and v.producer is None else (v, None) for v in node.inputs]
 
