@@ -16,7 +16,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-import graphwright.transforms.onnx  # noqa: F401 - registers the ONNX passes
+import graphwright.simplify.passes  # noqa: F401 - registers the ONNX passes
 from graphwright.formats import onnx as onnx_format
 from graphwright.ir import Model
 from graphwright.transforms import TransformContext, TransformResult, get

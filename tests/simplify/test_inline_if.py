@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-import graphwright.transforms.onnx.inline_constant_if  # noqa: F401 - registers the pass
+import graphwright.transforms.inline.inline_constant_if_onnx  # noqa: F401 - registers the pass
 
 from ._build import F, apply, init, model, ops, same_outputs, vi
 

@@ -18,9 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 from graphwright.formats import onnx as onnx_format
 from graphwright.formats.onnx.mapped import MAP_MIN_BYTES, MappedTensor, load_mapped
 from graphwright.ir import Attr, Node, Tensor
+from graphwright.runtime.numpy_onnx import _blocked_transpose_2d
 from graphwright.simplify import simplify
-from graphwright.transforms.onnx._channels import scale_out_channels
-from graphwright.transforms.onnx._kernels import _blocked_transpose_2d
+from graphwright.transforms._channels import scale_out_channels
 
 REPO = Path(__file__).resolve().parents[2]
 

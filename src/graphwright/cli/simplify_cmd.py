@@ -15,14 +15,17 @@ import json
 import os
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from ..errors import TransformError
 from ..formats import onnx as onnx_format
 from ..runtime import input_specs
-from ..simplify import parse_input_shapes, parse_size, render_report, simplify
+from ..simplify import SimplifyReport, parse_input_shapes, parse_size, simplify
 from ..simplify.options import skippable_names
-from ..transforms.onnx.fold_constants import DEFAULT_SIZE_LIMIT
+from ..transforms.fold.onnx_fold_constants import DEFAULT_SIZE_LIMIT
 from ..verify import render_compare
-from ._console import stdout
+from ._console import human_bytes, print_refusals, stdout
 
 __all__ = ["add_parser", "run"]
 
@@ -62,7 +65,9 @@ def add_parser(sub: Any) -> None:
                    help="replace calls of model-local functions by their bodies (kept by default)")
     p.add_argument("--target", choices=("standard", "onnxruntime"), default="standard",
                    help="fuse into standard ONNX ops only (default), or also onnxruntime's contrib fused ops")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (refused matches included)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="list every match a pass left alone, with its reason (default: the most common reasons)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(run=run)
 
@@ -114,7 +119,33 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not args.quiet:
-        render_report(report, console, title=f"{args.input} -> {args.output}")
+        render_report(report, console, title=f"{args.input} -> {args.output}", verbose=args.verbose)
         if report.checks:
             console.print(f"check: {len(report.checks)} random input(s), every output within tolerance")
     return 0
+
+
+def render_report(report: SimplifyReport, console: Console, *, title: str = "", verbose: bool = False) -> None:
+    """The before/after table: op counts that changed, nodes, initializers, file size, time."""
+    table = Table(title=title or None, title_justify="left")
+    for column in ("", "before", "after"):
+        table.add_column(column, justify="left" if not column else "right")
+    before, after = report.before, report.after
+    for op in sorted(set(before.ops) | set(after.ops)):
+        a, b = before.ops.get(op, 0), after.ops.get(op, 0)
+        if a != b:
+            table.add_row(op, str(a), str(b))
+    table.add_section()
+    table.add_row("nodes", str(before.nodes), str(after.nodes))
+    table.add_row("initializers", str(before.initializers), str(after.initializers))
+    table.add_row("initializer data", human_bytes(before.initializer_bytes), human_bytes(after.initializer_bytes))
+    if before.file_bytes is not None or after.file_bytes is not None:
+        table.add_row("file size", human_bytes(before.file_bytes), human_bytes(after.file_bytes))
+    table.add_row("time", "", f"{report.seconds:.2f} s")
+    console.print(table)
+    status = "converged" if report.converged else "stopped at the iteration limit"
+    console.print(f"{report.iterations} iteration(s), {status}")
+    for name, refusals in report.refusals().items():
+        print_refusals(console, name, refusals, verbose=verbose)
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from typing import Any
@@ -13,7 +14,7 @@ from rich.table import Table
 from .. import formats
 from ..errors import TransformError
 from ..transforms import PipelineReport, run_pipeline
-from ._console import human_bytes, stderr, stdout
+from ._console import human_bytes, print_refusals, stderr, stdout
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +30,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--inputs", action="append", default=[], help="input names, comma-separated (TF: node or node:0)")
     p.add_argument("--outputs", action="append", default=[], help="output names, comma-separated")
     p.add_argument("--transforms", required=True, help="the pipeline, e.g. 'strip_unused_nodes round_weights(num_steps=256)'")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (every refused match included)")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="list every match a step left alone, with its reason (default: the most common reasons)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(run=run)
 
@@ -48,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     model = formats.load(src)
     nodes_before = len(model.graph)
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=stderr(), transient=True, disable=args.quiet) as progress:
+                  console=stderr(), transient=True, disable=args.quiet or args.json) as progress:
         task = progress.add_task("transforming", total=None)
 
         def on_step(i: int, total: int, text: str) -> None:
@@ -57,12 +61,43 @@ def run(args: argparse.Namespace) -> int:
         report = run_pipeline(model, args.transforms, inputs=_names(args.inputs),
                               outputs=_names(args.outputs), on_step=on_step)
     formats.save(model, dst)
-    if not args.quiet:
-        render_report(report, src, dst, nodes_before, len(model.graph), time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    if args.json:
+        print(json.dumps(report_dict(report, src, dst, nodes_before, len(model.graph), seconds), indent=2))
+    elif not args.quiet:
+        render_report(report, src, dst, nodes_before, len(model.graph), seconds, verbose=args.verbose)
     return 0
 
 
-def render_report(report: PipelineReport, src: str, dst: str, before: int, after: int, seconds: float) -> None:
+def report_dict(report: PipelineReport, src: str, dst: str, before: int, after: int,
+                seconds: float) -> dict[str, Any]:
+    """The JSON form of a pipeline run: every step with its stats, notes and refused matches."""
+    return {
+        "input": src,
+        "output": dst,
+        "nodes_before": before,
+        "nodes_after": after,
+        "seconds": round(seconds, 4),
+        "steps": [
+            {
+                "call": step.call,
+                "changed": step.changed,
+                "nodes_before": step.nodes_before,
+                "nodes_after": step.nodes_after,
+                "seconds": round(step.seconds, 4),
+                "stats": step.stats,
+                "notes": step.notes,
+                "refusals": [dict(zip(("rule", "node", "op", "reason"), r)) for r in step.refusals],
+                "skipped_error": step.skipped_error,
+            }
+            for step in report.steps
+        ],
+        "warnings": report.warnings,
+    }
+
+
+def render_report(report: PipelineReport, src: str, dst: str, before: int, after: int, seconds: float, *,
+                  verbose: bool = False) -> None:
     console = stdout()
     table = Table(title=f"{src} -> {dst}", title_justify="left")
     for column in ("step", "changed", "nodes", "time", "details"):
@@ -74,6 +109,8 @@ def render_report(report: PipelineReport, src: str, dst: str, before: int, after
         table.add_row(step.call, "yes" if step.changed else "no",
                       f"{step.nodes_before} -> {step.nodes_after}", f"{step.seconds * 1000:.0f} ms", details)
     console.print(table)
+    for step in report.steps:
+        print_refusals(console, step.call, step.refusals, verbose=verbose)
     for warning in report.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}")
     console.print(

@@ -31,7 +31,7 @@ class Replacement:
     case); pass ``{}`` to map nothing.
     """
 
-    __slots__ = ("nodes", "values")
+    __slots__ = ("nodes", "values", "bypass")
 
     def __init__(self, nodes: Iterable[Node] = (), values: Mapping[Value, Value] | None = None) -> None:
         self.nodes: list[Node] = list(nodes)
@@ -39,6 +39,19 @@ class Replacement:
             if not isinstance(node, Node):
                 raise TypeError(f"Replacement nodes must be Node objects, got {type(node).__name__}")
         self.values: dict[Value, Value] | None = None if values is None else dict(values)
+        self.bypass = False
+
+    @classmethod
+    def bypass_to(cls, old: Value, source: Value) -> Replacement:
+        """Remove the match and let ``old``'s readers read ``source`` (``x*1 -> x``).
+
+        When ``old`` is a graph output of an ONNX/TFLite graph, ``source`` takes its name, so the
+        graph's interface is unchanged; the replacement is refused when ``source`` cannot (it is
+        a graph input or output, a constant, or a value of an outer graph).
+        """
+        repl = cls((), {old: source})
+        repl.bypass = True
+        return repl
 
     def __repr__(self) -> str:
         return f"Replacement({len(self.nodes)} nodes, {len(self.values or {})} mapped values)"

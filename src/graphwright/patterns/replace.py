@@ -31,7 +31,7 @@ Cost: one pass over the graph, O(N) index look-ups plus match attempts (see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import GraphwrightError, TransformError
@@ -107,7 +107,13 @@ class ReplaceReport:
 
 
 class Rule:
-    """A pattern, a replacement function and an optional ``check(match) -> bool`` run before it."""
+    """A pattern, a replacement function and an optional check run before it.
+
+    ``check(match)`` returns ``None`` when the match may be rewritten, or a string saying why
+    not (the reason lands in the report, and the CLI shows it); predicates such as
+    :func:`~graphwright.patterns.why_not_fusable` have that shape.  A boolean check is accepted
+    too (``False`` refuses with a generic reason).
+    """
 
     __slots__ = ("pattern", "fn", "name", "check")
 
@@ -172,9 +178,15 @@ class RuleSet:
         return len(self._rules)
 
     def apply(self, graph: Graph, *, allow_inconsistencies: bool = False,
-              sweep_constants: bool = True) -> ReplaceReport:
-        """One sweep over ``graph`` (see the module docstring).  O(N) plus the matches' work."""
-        return _sweep(graph, self._matcher, allow_inconsistencies, sweep_constants)
+              sweep_constants: bool = True, skip: Container[str] = ()) -> ReplaceReport:
+        """One sweep over ``graph`` (see the module docstring).  O(N) plus the matches' work.
+
+        ``skip`` names rules to leave out of this sweep."""
+        return _sweep(graph, self._matcher, allow_inconsistencies, sweep_constants, skip)
+
+    def names(self) -> list[str]:
+        """The rule names, each once, in the order added."""
+        return list(dict.fromkeys(rule.name for rule in self._rules))
 
 
 def replace_matching(
@@ -206,15 +218,19 @@ def replace_matching(
 # ---------------------------------------------------------------------------
 
 
-def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: bool) -> ReplaceReport:
+def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: bool,
+           skip: Container[str] = ()) -> ReplaceReport:
     report = ReplaceReport()
     claimed: set[Node] = set()
     for node in graph:
         for rule, m in matcher.match(node, exclude=claimed, stats=report.stats):
-            if rule.check is not None and not _run(rule, m, rule.check):
-                report.skipped.append(Outcome(node.name, node.op, rule.name,
-                                              f"check {getattr(rule.check, '__name__', 'check')} failed"))
+            if skip and rule.name in skip:
                 continue
+            if rule.check is not None:
+                refusal = _why_not(rule, m)
+                if refusal is not None:
+                    report.skipped.append(Outcome(node.name, node.op, rule.name, refusal))
+                    continue
             result = _run(rule, m, rule.fn)
             if result is None or isinstance(result, Skip):
                 _detach(_made_by(m))
@@ -242,6 +258,18 @@ def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: b
             report.by_rule[rule.name] = report.by_rule.get(rule.name, 0) + 1
             break
     return report
+
+
+def _why_not(rule: Rule, m: Match) -> str | None:
+    """A rule's check: ``None`` (or ``True``) lets the match through; a string is the refusal
+    reason; ``False`` refuses with a generic reason naming the check."""
+    assert rule.check is not None
+    verdict = _run(rule, m, rule.check)
+    if verdict is None or verdict is True:
+        return None
+    if verdict is False:
+        return f"check {getattr(rule.check, '__name__', 'check')} failed"
+    return str(verdict)
 
 
 def _run(rule: Rule, m: Match, fn: Callable[[Match], Any]) -> Any:
@@ -280,7 +308,7 @@ class _Plan:
     """A replacement checked against the graph, ready to apply (or to refuse with ``problems``)."""
 
     __slots__ = ("graph", "root", "new", "kept", "removed", "mapping", "inits", "garbage",
-                 "problems", "control_moves")
+                 "problems", "control_moves", "bypass")
 
     def __init__(self, graph: Graph, m: Match, repl: Replacement, rule: Rule) -> None:
         self.graph = graph
@@ -301,6 +329,7 @@ class _Plan:
                     f"but is not part of the match at {root.name!r}"
                 )
         self.mapping = self._mapping(repl, root, kept, matched, rule)
+        self.bypass = repl.bypass
         top = m._shared()
         targets = set(self.mapping.values())
         const_nodes: list[Node] = []
@@ -368,6 +397,11 @@ class _Plan:
                         f"{value.name!r} (output of {node.name!r}) is a graph output and the replacement "
                         "does not map it"
                     )
+                if value.is_graph_output and mapped is not None and self.bypass and not self._nameable(mapped):
+                    self.problems.append(
+                        f"graph output {value.name!r} would be renamed: {mapped.name!r} cannot take its name "
+                        "(a graph input or output, a constant, or a value of an outer graph)"
+                    )
             outside = [u for u in node.control_users if u not in removed]
             if outside:
                 if mover is None:
@@ -375,6 +409,14 @@ class _Plan:
                         f"{node.name!r} has control users ({outside[0].name!r}...) and no mapped output to move them to"
                     )
                 self.control_moves.append((node, mover))
+
+    def _nameable(self, target: Value) -> bool:
+        """A bypass target can take a graph output's name (see :meth:`_renames`)."""
+        if self.graph.dialect == "tf":
+            return True
+        producer = target.producer
+        return (producer is not None and producer.graph is self.graph
+                and not target.is_graph_input and not target.is_graph_output)
 
     def reason(self, limit: int = 3) -> str:
         """The problems on one line: the first ``limit``, then how many more."""
@@ -402,8 +444,14 @@ class _Plan:
                     user.replace_input(i, target)
             if old.is_graph_output:
                 graph.set_outputs([target if v is old else v for v in graph.outputs])
-                if (graph.dialect != "tf" and old.producer in removed and target.producer in new):
-                    target.name = old.name  # the graph keeps its output names
+                if self._renames(old, target, removed, new):
+                    name = old.name  # the graph keeps its output names
+                    old.name = f"{name}__replaced"
+                    target.name = name
+                    if target.dtype is None:
+                        target.dtype = old.dtype
+                    if target.shape is None:
+                        target.shape = old.shape
         for node, mover in self.control_moves:
             for user in node.control_users:
                 if user in removed:
@@ -413,6 +461,22 @@ class _Plan:
                     user.add_control_input(mover)
         graph.remove(self.removed, force=force)
         _detach(self.garbage)
+
+    def _renames(self, old: Value, target: Value, removed: dict[Node, None], new: dict[Node, None]) -> bool:
+        """Whether ``target`` takes the name of the graph output ``old`` it replaces.
+
+        Outside the ``tf`` dialect a graph's output names are its interface: the target is
+        renamed when it is new, or when it is a plain intermediate of this graph (a bypass:
+        ``Identity(x)`` as the output makes ``x`` the output under the old name).  Targets that
+        cannot take a name (graph inputs/outputs, initializers, values of an outer graph) are
+        refused by :meth:`_check`.  The second case only for :meth:`Replacement.bypass_to`.
+        """
+        if self.graph.dialect == "tf" or old.producer not in removed:
+            return False
+        producer = target.producer
+        if producer in new:
+            return True
+        return self.bypass and producer is not None and producer.graph is self.graph
 
     def _readers_of(self, root: Node) -> set[Node]:
         """New nodes that read an output of ``root``, directly or through other new nodes."""

@@ -12,10 +12,10 @@ registered transform usable in ``--transforms`` pipelines.
 
 from .driver import DEFAULT_MAX_ITERATIONS, apply_input_shapes, simplify
 from .options import ALIASES, parse_input_shapes, parse_size, resolve_skips, skippable_names
-from .report import ModelStats, PassRecord, SimplifyReport, render_report
+from .report import ModelStats, PassRecord, SimplifyReport
 
 __all__ = [
     "simplify", "apply_input_shapes", "DEFAULT_MAX_ITERATIONS",
     "parse_size", "parse_input_shapes", "resolve_skips", "skippable_names", "ALIASES",
-    "ModelStats", "PassRecord", "SimplifyReport", "render_report",
+    "ModelStats", "PassRecord", "SimplifyReport",
 ]

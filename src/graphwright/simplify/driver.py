@@ -1,7 +1,7 @@
 """``simplify``: shape inference, elimination/fusion passes and constant folding to a fixed point.
 
 One iteration is: an inner fixed point of ``infer_shapes`` and the cheap
-passes of :data:`~graphwright.transforms.onnx.OPTIMIZATION_PASSES` (in
+passes of :data:`~graphwright.simplify.passes.OPTIMIZATION_PASSES` (in
 order), then ``merge_duplicate_nodes`` (which tells weights apart by sampled
 fingerprints; it runs once per iteration),
 ``onnx_fold_constants`` and ``eliminate_dead_code``.
@@ -26,14 +26,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .. import formats
-from ..errors import GraphCheckError, TransformError
-from ..ir import Model, check
-from ..transforms import TransformContext, TransformResult, get
-from ..transforms.fuse.onnx_common import ONNX_FUSIONS
-from ..transforms.onnx import OPTIMIZATION_PASSES
-from ..transforms.onnx._util import all_graphs
-from ..transforms.onnx.fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT
+from ..errors import TransformError
+from ..ir import Model
+from ..transforms import StepRunner, TransformContext
+from ..transforms._onnx import all_graphs
+from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT
 from .options import InputShapes, parse_size, resolve_skips
+from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
 from .report import ModelStats, PassRecord, SimplifyReport
 
 __all__ = ["simplify", "DEFAULT_MAX_ITERATIONS", "apply_input_shapes"]
@@ -79,42 +78,37 @@ def _load(model_or_path: Model | str | os.PathLike[str]) -> tuple[Model, int | N
     return model, size
 
 
-class _Runner:
-    """Runs passes, checks the graph after each, and records what they did.
+class _FixedPoint:
+    """simplify's policy over the one step runner: passes that changed nothing are not re-run.
 
-    A pass that changed nothing is not run again until another pass has
-    changed the model (type refinements by shape inference count): passes are
-    deterministic, so it would change nothing again.  This keeps the last,
-    confirming iteration of the fixed point (and hashing-heavy passes such as
-    merge_duplicate_nodes) nearly free.
+    A pass that changed nothing is not run again until another pass has changed the model
+    (type refinements by shape inference count): passes are deterministic, so it would change
+    nothing again.  This keeps the last, confirming iteration of the fixed point (and
+    hashing-heavy passes such as merge_duplicate_nodes) nearly free.  Every step goes through
+    :class:`~graphwright.transforms.StepRunner` (structural check of every graph after it).
     """
 
     def __init__(self, model: Model, report: SimplifyReport) -> None:
-        self.model = model
+        self.steps = StepRunner(model)
         self.report = report
-        self.ctx = TransformContext()
         self.epoch = 0
         self.clean_at: dict[str, int] = {}
+
+    @property
+    def ctx(self) -> TransformContext:
+        return self.steps.ctx
 
     def run(self, iteration: int, name: str, **kwargs: object) -> bool:
         if self.clean_at.get(name) == self.epoch:
             return False
-        spec = get(name)
-        start = time.perf_counter()
-        result = spec.fn(self.model, self.ctx, **kwargs)
-        if not isinstance(result, TransformResult):
-            raise TransformError(f"{name} returned {type(result).__name__}, not TransformResult")
-        try:
-            check(self.model.graph)
-        except GraphCheckError as e:
-            raise TransformError(f"simplify: pass {name} left the graph inconsistent (a bug): {e}") from e
-        self.report.passes.append(PassRecord(iteration, name, result.changed, time.perf_counter() - start,
-                                             dict(result.stats)))
-        if result.changed:
+        step = self.steps.run(name, dict(kwargs))
+        self.report.passes.append(PassRecord(iteration, name, step.changed, step.seconds, step.stats,
+                                             step.refusals))
+        if step.changed:
             self.epoch += 1
         else:
             self.clean_at[name] = self.epoch
-        return result.changed
+        return step.changed
 
 
 def simplify(
@@ -146,7 +140,7 @@ def simplify(
     comparisons in ``report.checks`` (it does not raise: see ``report.check_ok``).
 
     Once the fixed point is reached, the operator fusions of
-    :data:`~graphwright.transforms.fuse.onnx_common.ONNX_FUSIONS` run (LayerNorm
+    :data:`~graphwright.simplify.passes.ONNX_FUSIONS` run (LayerNorm
     and GELU into the standard ops where the opset has them; with
     ``target="onnxruntime"`` also onnxruntime's contrib fused ops), each
     skippable by name.
@@ -169,7 +163,7 @@ def simplify(
     if overwrite_input_shapes:
         apply_input_shapes(model, overwrite_input_shapes)
     passes = [] if skip_all_optimizations else [p for p in OPTIMIZATION_PASSES if p not in skipped_passes]
-    runner = _Runner(model, report)
+    runner = _FixedPoint(model, report)
     if inline_functions:
         runner.run(0, "inline_local_functions")
     cheap = [p for p in passes if p not in _EXPENSIVE]

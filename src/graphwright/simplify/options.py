@@ -14,9 +14,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import TransformError
-from ..transforms.fuse.onnx_common import ONNX_FUSIONS
-from ..transforms.onnx import OPTIMIZATION_PASSES
-from ..transforms.onnx.eliminate_nop import RULE_NAMES
+from ..transforms.cleanup.eliminate_nop_onnx import RULE_NAMES
+from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
 
 __all__ = ["parse_size", "parse_input_shapes", "resolve_skips", "ALIASES", "InputShapes", "skippable_names"]
 

@@ -1,8 +1,8 @@
 """What ``simplify`` did: model statistics before and after, per-iteration changes, checks.
 
 ``ModelStats.of(model)`` counts nodes by op (all graphs, If/Loop bodies
-included), initializers and their bytes.  ``render_report`` prints the
-before/after table the CLI shows; ``SimplifyReport.to_dict()`` is its JSON form.
+included), initializers and their bytes.  ``SimplifyReport.to_dict()`` is the JSON form
+``graphwright simplify --json`` prints (the CLI renders the table).
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..ir import Model
-from ..transforms.onnx._util import all_graphs, tensor_nbytes
+from ..ir import Model, all_graphs
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from ..verify import CompareReport
 
-__all__ = ["ModelStats", "PassRecord", "SimplifyReport", "render_report"]
+__all__ = ["ModelStats", "PassRecord", "SimplifyReport"]
 
 
 @dataclass
@@ -41,7 +38,7 @@ class ModelStats:
                 inits += 1
                 tensor = value.const
                 if tensor is not None:
-                    size += tensor_nbytes(tensor.dtype, tensor.shape) or 0
+                    size += tensor.nbytes or 0
         return cls(sum(ops.values()), dict(sorted(ops.items())), inits, size, file_bytes)
 
 
@@ -54,6 +51,8 @@ class PassRecord:
     changed: bool
     seconds: float
     stats: dict[str, Any] = field(default_factory=dict)
+    #: Matches the pass's rewrites left alone: ``(rule, node, op, reason)`` each.
+    refusals: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,6 +83,16 @@ class SimplifyReport:
                     entry[key] = entry.get(key, 0) + value
         return totals
 
+    def refusals(self) -> dict[str, list[tuple[str, str, str, str]]]:
+        """Per pass, the matches its last run left alone: ``(rule, node, op, reason)`` each.
+
+        The last run is the final word: a match refused early and applied in a later
+        iteration is not listed."""
+        last: dict[str, list[tuple[str, str, str, str]]] = {}
+        for record in self.passes:
+            last[record.name] = list(dict.fromkeys(record.refusals))
+        return {name: found for name, found in last.items() if found}
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "before": vars(self.before),
@@ -92,38 +101,8 @@ class SimplifyReport:
             "converged": self.converged,
             "seconds": round(self.seconds, 4),
             "passes": self.pass_totals(),
+            "refusals": {name: [dict(zip(("rule", "node", "op", "reason"), r)) for r in found]
+                         for name, found in self.refusals().items()},
             "warnings": list(self.warnings),
             "checks": [c.to_dict() if hasattr(c, "to_dict") else str(c) for c in self.checks],
         }
-
-
-def _fmt_bytes(n: int | None) -> str:
-    from ..cli._console import human_bytes
-
-    return human_bytes(n)
-
-
-def render_report(report: SimplifyReport, console: Console, *, title: str = "") -> None:
-    """The before/after table: op counts that changed, nodes, initializers, file size, time."""
-    from rich.table import Table
-
-    table = Table(title=title or None, title_justify="left")
-    for column in ("", "before", "after"):
-        table.add_column(column, justify="left" if not column else "right")
-    before, after = report.before, report.after
-    for op in sorted(set(before.ops) | set(after.ops)):
-        a, b = before.ops.get(op, 0), after.ops.get(op, 0)
-        if a != b:
-            table.add_row(op, str(a), str(b))
-    table.add_section()
-    table.add_row("nodes", str(before.nodes), str(after.nodes))
-    table.add_row("initializers", str(before.initializers), str(after.initializers))
-    table.add_row("initializer data", _fmt_bytes(before.initializer_bytes), _fmt_bytes(after.initializer_bytes))
-    if before.file_bytes is not None or after.file_bytes is not None:
-        table.add_row("file size", _fmt_bytes(before.file_bytes), _fmt_bytes(after.file_bytes))
-    table.add_row("time", "", f"{report.seconds:.2f} s")
-    console.print(table)
-    status = "converged" if report.converged else "stopped at the iteration limit"
-    console.print(f"{report.iterations} iteration(s), {status}")
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", markup=True, highlight=False)

@@ -19,10 +19,10 @@ from .params import Params
 from .pipeline import TransformCall, format_call, parse_pipeline
 from .presets import PRESETS, Preset
 from .registry import DIALECTS, ENTRY_POINT_GROUP, TransformResult, TransformSpec, all_transforms, get, transform
-from .runner import PipelineReport, StepReport, plan_pipeline, run_pipeline
+from .runner import PipelineReport, StepReport, StepRunner, plan_pipeline, run_pipeline
 
 __all__ = [
     "TransformContext", "Params", "TransformCall", "format_call", "parse_pipeline", "PRESETS", "Preset",
     "DIALECTS", "ENTRY_POINT_GROUP", "TransformResult", "TransformSpec", "all_transforms", "get",
-    "transform", "PipelineReport", "StepReport", "plan_pipeline", "run_pipeline",
+    "transform", "PipelineReport", "StepReport", "StepRunner", "plan_pipeline", "run_pipeline",
 ]

@@ -1,36 +1,56 @@
-"""The built-in transforms, imported explicitly by the registry on first use."""
+"""The built-in transforms, imported explicitly by the registry on first use.
+
+One module per transform, grouped by purpose; the format is in the file name
+when a transform exists for one format only (``fuse_gelu_onnx``,
+``fuse_remapper_tf``).  Importing a module registers its transform.
+"""
 
 from __future__ import annotations
 
-from . import onnx as _onnx_passes  # noqa: F401 - simplify's passes
 from .cleanup import (  # noqa: F401 - imported to register
+    eliminate_dead_code_onnx,
+    eliminate_identity_onnx,
+    eliminate_nop_onnx,
     merge_duplicate_nodes,
     remove_control_dependencies,
     remove_nodes,
     sort_by_execution_order,
     strip_unused_nodes,
 )
+from .compat import add_default_attributes_tf, backport_concatv2_tf, backport_tensor_array_v3_tf  # noqa: F401
 from .debug import insert_logging  # noqa: F401
 from .device import devices  # noqa: F401
-from .fold import batch_norms, fold_constants  # noqa: F401
+from .fold import (  # noqa: F401
+    batch_norms,
+    fold_constants,
+    fold_symbolic_shapes_onnx,
+    infer_shapes_onnx,
+    onnx_fold_constants,
+)
 from .fuse import (  # noqa: F401
-    onnx_gelu,
-    onnx_layer_norm,
-    onnx_ort_contrib,
-    remapper,
+    flatten_atrous_conv_tf,
+    fuse_bn_into_conv_onnx,
+    fuse_composite_functions_tf,
+    fuse_consecutive_reshapes_onnx,
+    fuse_consecutive_transposes_onnx,
+    fuse_convolutions_tf,
+    fuse_gelu_onnx,
+    fuse_layer_norm_onnx,
+    fuse_matmul_add_into_gemm_onnx,
+    fuse_mul_add_into_conv_onnx,
+    fuse_ort_contrib_onnx,
+    fuse_pad_and_conv_tf,
+    fuse_pad_into_conv_onnx,
+    fuse_remapper_tf,
+    fuse_resize_and_conv_tf,
+    fuse_resize_pad_and_conv_tf,
 )
-from .quantize import freeze_requantization_ranges, quantize_nodes, quantize_weights, round_weights  # noqa: F401
+from .inline import inline_constant_if_onnx, inline_local_functions_onnx, inline_partitionedcall_tf  # noqa: F401
+from .quantize import (  # noqa: F401
+    freeze_requantization_ranges,
+    quantize_nodes,
+    quantize_weights,
+    round_weights,
+    sparsify_gather_tf,
+)
 from .rename import attributes, obfuscate_names, rename_node, rename_op  # noqa: F401
-from .tf import (  # noqa: F401
-    add_default_attributes,
-    backport_concatv2,
-    backport_tensor_array_v3,
-    flatten_atrous_conv,
-    fuse_composite_functions,
-    fuse_convolutions,
-    fuse_pad_and_conv,
-    fuse_resize_and_conv,
-    fuse_resize_pad_and_conv,
-    inline_partitionedcall,
-    sparsify_gather,
-)

@@ -43,6 +43,8 @@ class TransformResult:
     changed: bool = False
     stats: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: Matches a rewrite left alone: ``(rule, node, op, reason)`` each (see :mod:`.rules`).
+    refusals: list[tuple[str, str, str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from .pipeline import TransformCall, format_call, parse_pipeline
 from .presets import expand_presets
 from .registry import TransformResult, TransformSpec, get
 
-__all__ = ["run_pipeline", "StepReport", "PipelineReport", "plan_pipeline"]
+__all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_pipeline"]
 
 
 @dataclass
@@ -35,6 +35,16 @@ class StepReport:
     stats: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     skipped_error: str | None = None
+    #: Matches the step's rewrites left alone: ``(rule, node, op, reason)`` each.
+    refusals: list[tuple[str, str, str, str]] = field(default_factory=list)
+
+    def top_reasons(self, limit: int = 3) -> list[tuple[str, int]]:
+        """The most common refusal reasons, with node names taken out so alike reasons group."""
+        counts: dict[str, int] = {}
+        for _rule, node, _op, reason in self.refusals:
+            key = reason.replace(repr(node), "…") if node else reason
+            counts[key] = counts.get(key, 0) + 1
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
 
 
 @dataclass
@@ -81,6 +91,40 @@ def _dialect_message(spec: TransformSpec, dialect: str) -> str:
     return f"{spec.name} does not apply to {names.get(dialect, dialect)} models (it works on: {supported})"
 
 
+class StepRunner:
+    """Runs transforms on one model, one step at a time: the single place a step is executed.
+
+    Each :meth:`run` calls the transform, checks the result is a :class:`TransformResult`,
+    runs the structural check on every graph (subgraphs included) and returns what the step
+    did as a :class:`StepReport`.  A transform that breaks the graph fails loudly, naming
+    itself.  ``run_pipeline`` and ``simplify``'s fixed point both run their steps here.
+    """
+
+    def __init__(self, model: Model, ctx: TransformContext | None = None) -> None:
+        self.model = model
+        self.ctx = ctx if ctx is not None else TransformContext()
+
+    def run(self, spec: TransformSpec | str, kwargs: dict[str, Any] | None = None, *,
+            label: str | None = None) -> StepReport:
+        spec = get(spec) if isinstance(spec, str) else spec
+        model = self.model
+        if model.graph.dialect not in spec.dialects:
+            raise TransformError(_dialect_message(spec, model.graph.dialect))
+        before = len(model.graph)
+        start = time.perf_counter()
+        result = spec.fn(model, self.ctx, **(kwargs or {}))
+        if not isinstance(result, TransformResult):
+            raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")
+        try:
+            for g in model.graphs:
+                check(g)
+        except GraphCheckError as e:
+            raise TransformError(f"{spec.name} left the graph inconsistent: {e}") from e
+        return StepReport(label or spec.name, result.changed, time.perf_counter() - start, before,
+                          len(model.graph), dict(result.stats), list(result.notes),
+                          refusals=list(result.refusals))
+
+
 def run_pipeline(
     model: Model,
     transforms: str | Sequence[TransformCall],
@@ -98,6 +142,7 @@ def run_pipeline(
     bound_before = bool(graph.outputs)
     bind_io(model, inputs, outputs)
     ctx = TransformContext(list(inputs), list(outputs))
+    runner = StepRunner(model, ctx)
     report = PipelineReport()
     if graph.dialect == "tf" and not outputs and not bound_before:
         names = ", ".join(v.producer.name for v in graph.outputs[:5] if v.producer is not None)
@@ -117,16 +162,7 @@ def run_pipeline(
             continue
         start = time.perf_counter()
         try:
-            if graph.dialect not in step.spec.dialects:
-                raise TransformError(_dialect_message(step.spec, graph.dialect))
-            result = step.spec.fn(model, ctx, **step.kwargs)
-            if not isinstance(result, TransformResult):
-                raise TransformError(f"{step.spec.name}: transform returned {type(result).__name__}, not TransformResult")
-            try:
-                for g in model.graphs:
-                    check(g)
-            except GraphCheckError as e:
-                raise TransformError(f"{step.spec.name} left the graph inconsistent: {e}") from e
+            report.steps.append(runner.run(step.spec, step.kwargs, label=text))
         except GraphwrightError as e:
             if not step.ignore_errors:
                 raise
@@ -134,12 +170,5 @@ def run_pipeline(
             report.warnings.append(f"{text}: skipped because of an error (ignore_errors=true): {message}")
             report.steps.append(StepReport(text, False, time.perf_counter() - start, before,
                                            len(model.graph), skipped_error=message))
-            continue
-        report.steps.append(StepReport(
-            text, result.changed, time.perf_counter() - start, before, len(model.graph),
-            dict(result.stats), list(result.notes),
-        ))
     report.warnings.extend(ctx.warnings)
     return report
-
-

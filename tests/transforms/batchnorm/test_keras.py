@@ -16,7 +16,7 @@ import pytest
 
 import graphwright as gw
 import graphwright.transforms.fold.batch_norms
-import graphwright.transforms.fuse.remapper
+import graphwright.transforms.fuse.fuse_remapper_tf
 from graphwright.ir import Model, constant_value
 
 pytestmark = [pytest.mark.tf, pytest.mark.slow]

@@ -18,9 +18,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-import graphwright.transforms.fuse.onnx_gelu
-import graphwright.transforms.fuse.onnx_layer_norm
-import graphwright.transforms.fuse.onnx_ort_contrib  # noqa: F401 - registers fuse_ort_contrib
+import graphwright.transforms.fuse.fuse_gelu_onnx
+import graphwright.transforms.fuse.fuse_layer_norm_onnx
+import graphwright.transforms.fuse.fuse_ort_contrib_onnx  # noqa: F401 - registers fuse_ort_contrib
 from graphwright.formats import onnx as onnx_format
 from graphwright.ir import check
 from graphwright.transforms import TransformContext, TransformResult, get

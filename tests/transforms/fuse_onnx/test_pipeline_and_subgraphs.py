@@ -7,8 +7,8 @@ import onnx
 from onnx import helper
 
 from graphwright.formats import onnx as onnx_format
+from graphwright.simplify.passes import ONNX_FUSIONS
 from graphwright.transforms import get
-from graphwright.transforms.fuse.onnx_common import ONNX_FUSIONS
 from graphwright.transforms.runner import run_pipeline
 
 from . import graphs

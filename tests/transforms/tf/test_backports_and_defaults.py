@@ -9,9 +9,9 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.add_default_attributes  # noqa: E402
-import graphwright.transforms.tf.backport_concatv2  # noqa: E402
-import graphwright.transforms.tf.backport_tensor_array_v3  # noqa: E402, F401
+import graphwright.transforms.compat.add_default_attributes_tf  # noqa: E402
+import graphwright.transforms.compat.backport_concatv2_tf  # noqa: E402
+import graphwright.transforms.compat.backport_tensor_array_v3_tf  # noqa: E402, F401
 from graphwright.formats.graphdef.op_registry import attr_defaults  # noqa: E402
 
 from ._helpers import (  # noqa: E402

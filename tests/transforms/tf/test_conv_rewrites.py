@@ -10,11 +10,11 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.flatten_atrous_conv  # noqa: E402
-import graphwright.transforms.tf.fuse_convolutions  # noqa: E402
-import graphwright.transforms.tf.fuse_pad_and_conv  # noqa: E402
-import graphwright.transforms.tf.fuse_resize_and_conv  # noqa: E402
-import graphwright.transforms.tf.fuse_resize_pad_and_conv  # noqa: E402, F401
+import graphwright.transforms.fuse.flatten_atrous_conv_tf  # noqa: E402
+import graphwright.transforms.fuse.fuse_convolutions_tf  # noqa: E402
+import graphwright.transforms.fuse.fuse_pad_and_conv_tf  # noqa: E402
+import graphwright.transforms.fuse.fuse_resize_and_conv_tf  # noqa: E402
+import graphwright.transforms.fuse.fuse_resize_pad_and_conv_tf  # noqa: E402, F401
 
 from ._helpers import (  # noqa: E402
     assert_same_outputs,

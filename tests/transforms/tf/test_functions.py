@@ -9,8 +9,8 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
-import graphwright.transforms.tf.fuse_composite_functions  # noqa: E402
-import graphwright.transforms.tf.inline_partitionedcall  # noqa: E402, F401
+import graphwright.transforms.fuse.fuse_composite_functions_tf  # noqa: E402
+import graphwright.transforms.inline.inline_partitionedcall_tf  # noqa: E402, F401
 
 from ._helpers import assert_same_outputs, build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
 

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
 import graphwright as gw  # noqa: E402
-import graphwright.transforms.tf.sparsify_gather  # noqa: E402
+import graphwright.transforms.quantize.sparsify_gather_tf  # noqa: E402
 
 from ._helpers import build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
 

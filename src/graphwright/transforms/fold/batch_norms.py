@@ -437,7 +437,7 @@ def fold_old_batch_norms(model: Model, ctx: TransformContext) -> TransformResult
     simplify's ``fuse_bn_into_conv`` (Conv, ConvTranspose, Gemm), which this delegates to.
     """
     if model.graph.dialect == "onnx":
-        from ..onnx.fuse_bn_into_conv import fuse_bn_into_conv
+        from ..fuse.fuse_bn_into_conv_onnx import fuse_bn_into_conv
 
         return fuse_bn_into_conv(model, ctx)
     into_conv, alone = RuleSet(name="fold_old_batch_norms"), RuleSet(name="fold_old_batch_norms")

@@ -12,7 +12,7 @@ On a TensorFlow graph the values are computed, without TensorFlow, by the NumPy
 reference kernels of :mod:`graphwright.runtime.numpy_tf` (TF's types and rounding;
 float32 in float32), or by TensorFlow itself with ``backend=tensorflow``.  What is
 folded, how control edges are kept and what is left alone is described in
-:mod:`graphwright.transforms.fold._tf_fold`: in short, a folded value keeps its node's
+:mod:`graphwright.transforms.fold._fold_tf`: in short, a folded value keeps its node's
 name, inherits the control inputs of the folded sub-graph (as TensorFlow's constant
 folding does), ops without a kernel and evaluations TF would refuse are left in place
 and listed in the notes, and no result over ``max_constant_size_in_bytes`` is made.
@@ -47,7 +47,7 @@ from ...ir import Model
 from ...runtime import numpy_tf
 from ..context import TransformContext
 from ..registry import TransformResult, transform
-from ._tf_fold import FoldOptions, FoldOutcome, TfFolder, numpy_evaluator
+from ._fold_tf import FoldOptions, FoldOutcome, TfFolder, numpy_evaluator
 
 __all__ = ["fold_constants", "FOLDERS", "DEFAULT_MAX_CONSTANT_BYTES", "fold_tf"]
 
@@ -60,7 +60,7 @@ MAX_LISTED = 5
 def fold_tf(model: Model, options: FoldOptions, backend: str) -> FoldOutcome:
     """Fold the constant sub-graphs of a ``tf``-dialect model in place."""
     if backend == "tensorflow":
-        from ._tf_eval import fold_with_tensorflow
+        from ._fold_tensorflow import fold_with_tensorflow
 
         return fold_with_tensorflow(model, options)
     folder = TfFolder(model.graph, options, numpy_tf.KERNELS.__contains__, numpy_evaluator(options.max_bytes))
@@ -119,7 +119,7 @@ def fold_constants(
 def _fold_onnx(model: Model, ctx: TransformContext, exclude_op: list[str] | None, exclude_node: list[str] | None,
                max_bytes: int, backend: str) -> TransformResult:
     """ONNX: simplify's folding (NumPy for exact ops, one onnxruntime session per graph)."""
-    from ..onnx.fold_constants import onnx_fold_constants
+    from .onnx_fold_constants import onnx_fold_constants
 
     if exclude_op or exclude_node:
         raise TransformError("fold_constants: exclude_op/exclude_node are not supported on ONNX models; "

@@ -1,0 +1,170 @@
+"""ONNX's own shape inference on a light copy of the model (the only ``onnx`` import of these passes).
+
+The model is written by the ONNX writer with every large weight replaced by
+its header (name, type, dims) marked as external data: shape inference needs
+types and dims of weights, never their values, so the proto it works on stays
+small whatever the model's size.  Integer tensors up to
+:data:`INLINE_INT_BYTES` and every tensor up to :data:`INLINE_BYTES` keep
+their data, so that data propagation can read shape constants.
+
+Existing ``value_info`` is not handed to ONNX (it may be stale after a
+rewrite, or conflict with an overwritten input shape); only the outputs of
+non-standard-domain nodes keep their declared types, so inference goes on
+past custom ops.  Results are mapped back to IR values through the export
+names.  O(N + E) plus ONNX's inference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+import onnx.inliner
+
+from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, subgraphs
+from .dtypes import dtype_from_onnx, onnx_code
+from .tensors import ProtoEntry, TensorEntry, expected_nbytes, header_protos
+from .writer import Builder
+
+__all__ = ["infer_types", "inline_one_call", "INLINE_BYTES", "INLINE_INT_BYTES", "InferenceFailed"]
+
+#: Tensors at most this large keep their data in the inference copy.
+INLINE_BYTES = 1024
+#: Integer tensors (shape constants, indices) at most this large keep their data too.
+INLINE_INT_BYTES = 1 << 16
+_MARK = "__graphwright_shape_inference_header__"
+
+
+class InferenceFailed(Exception):
+    """ONNX shape inference refused the model; the message says why."""
+
+
+class _HeaderBuilder(Builder):
+    """The ONNX writer, emitting large tensors as data-less headers."""
+
+    __slots__ = ()
+
+    def tensor(self, tensor: Tensor, name: str, *, initializer: bool) -> TensorEntry:
+        size = expected_nbytes(tensor)
+        keep = size is None or size <= INLINE_BYTES or (tensor.dtype.is_integer and size <= INLINE_INT_BYTES)
+        if keep:
+            return super().tensor(tensor, name, initializer=initializer)
+        head, tail = header_protos(tensor, name)
+        proto = onnx.TensorProto()
+        proto.MergeFrom(head)
+        proto.MergeFrom(tail)
+        proto.data_location = onnx.TensorProto.EXTERNAL
+        proto.external_data.add(key="location", value=_MARK)
+        return ProtoEntry(proto)
+
+
+def _prepare(g: Graph, gp: onnx.GraphProto, names: dict[Value, str]) -> None:
+    """Drop value_info (except custom-op outputs) and output shapes, recursively."""
+    del gp.value_info[:]
+    for vi in gp.output:
+        if vi.type.HasField("tensor_type"):
+            vi.type.tensor_type.ClearField("shape")
+    for node, np_ in zip(g, gp.node):
+        if node.domain not in ("", "ai.onnx"):
+            for value in node.outputs:
+                if value.dtype is not None and value.dtype is not DType.UNDEFINED and value in names:
+                    gp.value_info.append(_value_info(names[value], value))
+        _each_subgraph(node, np_, lambda sub, sp: _prepare(sub, sp, names))
+
+
+def _value_info(name: str, value: Value) -> onnx.ValueInfoProto:
+    vi = onnx.ValueInfoProto(name=name)
+    tt = vi.type.tensor_type
+    tt.elem_type = onnx_code(value.dtype, name)  # type: ignore[arg-type]
+    if value.shape is not None:
+        tt.shape.SetInParent()
+        for d in value.shape:
+            dim = tt.shape.dim.add()
+            if isinstance(d, int):
+                dim.dim_value = d
+            elif isinstance(d, str):
+                dim.dim_param = d
+    return vi
+
+
+def _each_subgraph(node: Node, np_: onnx.NodeProto, fn: Callable[[Graph, onnx.GraphProto], None]) -> None:
+    if not subgraphs(node):
+        return
+    by_name = {ap.name: ap for ap in np_.attribute}
+    for key, attr in node.attrs.items():
+        ap = by_name.get(key)
+        if ap is None:
+            continue
+        if attr.kind is AttrKind.GRAPH:
+            fn(attr.value, ap.g)
+        elif attr.kind is AttrKind.GRAPHS:
+            for sub, sp in zip(attr.value, ap.graphs):
+                fn(sub, sp)
+
+
+def _parse(tp: onnx.TypeProto) -> tuple[DType | None, Shape] | None:
+    if tp.WhichOneof("value") != "tensor_type":
+        return None
+    tt = tp.tensor_type
+    dtype = dtype_from_onnx(tt.elem_type) if tt.elem_type else None
+    if dtype is DType.UNDEFINED:
+        dtype = None
+    if not tt.HasField("shape"):
+        return dtype, None
+    dims: list[int | str | None] = []
+    for dim in tt.shape.dim:
+        which = dim.WhichOneof("value")
+        dims.append(int(dim.dim_value) if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
+    return dtype, tuple(dims)
+
+
+def _collect(g: Graph, gp: onnx.GraphProto, names: dict[Value, str], out: dict[Value, tuple[DType | None, Shape]]) -> None:
+    local: dict[str, Value] = {}
+    for node in g:
+        for value in node.outputs:
+            name = names.get(value)
+            if name:
+                local[name] = value
+    for vi in list(gp.value_info) + list(gp.output):
+        value = local.get(vi.name)
+        if value is not None and vi.HasField("type"):
+            parsed = _parse(vi.type)
+            if parsed is not None:
+                out[value] = parsed
+    for node, np_ in zip(g, gp.node):
+        _each_subgraph(node, np_, lambda sub, sp: _collect(sub, sp, names, out))
+
+
+def infer_types(model: Model) -> dict[Value, tuple[DType | None, Shape]]:
+    """Types ONNX infers for the outputs of every node (all graphs), keyed by IR value.
+
+    Raises :class:`InferenceFailed` when ONNX refuses the model as a whole.
+    """
+    builder = _HeaderBuilder(model)
+    proto = builder.proto()
+    names = builder.names.values
+    _prepare(model.graph, proto.graph, names)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise InferenceFailed(first[:300]) from None
+    out: dict[Value, tuple[DType | None, Shape]] = {}
+    _collect(model.graph, inferred.graph, names, out)
+    return out
+
+
+def inline_one_call(model: Model) -> Model:
+    """``model`` (one call of a model-local function) with the call inlined by ONNX's inliner.
+
+    Raises :class:`~graphwright.errors.TransformError` when ONNX cannot inline it.
+    """
+    from ...errors import ModelLoadError, ModelSaveError, TransformError
+    from . import from_proto, to_proto
+
+    try:
+        inlined = onnx.inliner.inline_local_functions(to_proto(model))
+        return from_proto(inlined, None)
+    except (ModelSaveError, ModelLoadError, RuntimeError, ValueError, onnx.checker.ValidationError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TransformError(f"ONNX cannot inline it: {first[:300]}") from None

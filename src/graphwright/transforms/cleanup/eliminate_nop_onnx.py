@@ -1,0 +1,240 @@
+"""eliminate_nop: remove nodes that return their input unchanged.
+
+Before::  a = Mul(x[2, 8], 1.0); b = Reshape(a, [2, 8]); c = Cast(b, to=FLOAT)
+          d = Transpose(c, perm=[0, 1]); e = Slice(d, [0], [INT64_MAX], [1])
+After::   e is x
+
+Each rule is one line of the table below, named like onnxoptimizer's pass for
+the same thing (``skip=...`` turns rules off by those names).  A rule returns
+the value the node's output equals, or None; the node is then bypassed (see
+``_util.bypass``: a graph output keeps its name).  The checks are exact:
+
+- ``x op c`` with ``c`` all units (``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``,
+  ``x/1``, ``x**1``, ``x and true``, ``x or false``) only when broadcasting
+  ``c`` cannot change ``x``'s shape (``c`` has no more dims than ``x`` and each
+  of its dims is 1 or equal to ``x``'s), and the output dtype is ``x``'s;
+- Reshape/Flatten/Expand whose output shape equals the input's (static dims,
+  or the same symbolic dim in place for Reshape's ``0`` copies);
+- Cast/CastLike to the dtype the input already has;
+- Transpose with the identity permutation; Concat/Sum/Max/Min of one input;
+- Slice that keeps every element (start 0, step 1, end at or past the dim),
+  Pad with all-zero pads.
+
+All graphs, If/Loop bodies included.  O(N + E) (constants are read only for
+the ops above, and only when small: at most :data:`MAX_UNIT_ELEMENTS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ...errors import TransformError
+from ...ir import DType, Model, Node, Value
+from ...runtime.numpy_onnx import onnx_dtype_numpy
+from .._onnx import all_graphs, bypass, const_array, is_standard, static_shape
+from ..context import TransformContext
+from ..registry import TransformResult, transform
+
+__all__ = ["eliminate_nop", "RULES", "MAX_UNIT_ELEMENTS"]
+
+#: Larger "unit" constants are not inspected (a real weight is never all ones).
+MAX_UNIT_ELEMENTS = 4096
+_INT64_MAX = np.iinfo(np.int64).max
+
+Rule = Callable[[Node], "Value | None"]
+
+
+def _fits(const: Value, x: Value) -> bool:
+    """Broadcasting ``const`` against ``x`` leaves ``x``'s shape unchanged."""
+    c_shape = static_shape(const)
+    if c_shape is None or x.shape is None or len(c_shape) > len(x.shape):
+        return False
+    for c, d in zip(reversed(c_shape), reversed(x.shape)):
+        if c != 1 and c != d:
+            return False
+    return True
+
+
+def _unit(x: Value | None, const: Value | None, unit: float, out: Value) -> Value | None:
+    if x is None or const is None or x.dtype is None or (x.dtype != out.dtype and out.dtype is not None):
+        return None
+    array = const_array(const) if static_shape(const) is not None and _small(const) else None
+    if array is None or array.size == 0 or not _fits(const, x) or const.dtype != x.dtype:
+        return None
+    return x if bool(np.all(array == unit)) else None
+
+
+def _small(value: Value) -> bool:
+    shape = static_shape(value)
+    return shape is not None and int(np.prod(shape, dtype=np.int64)) <= MAX_UNIT_ELEMENTS
+
+
+def _right_unit(unit: float) -> Rule:
+    return lambda n: _unit(n.inputs[0], n.inputs[1], unit, n.output) if len(n.inputs) == 2 else None
+
+
+def _either_unit(unit: float) -> Rule:
+    def rule(n: Node) -> Value | None:
+        if len(n.inputs) != 2:
+            return None
+        return _unit(n.inputs[0], n.inputs[1], unit, n.output) or _unit(n.inputs[1], n.inputs[0], unit, n.output)
+    return rule
+
+
+def _same_shape(n: Node) -> Value | None:
+    x = n.inputs[0]
+    if x is None or x.shape is None or n.output.shape is None:
+        return None
+    if static_shape(x) is not None and static_shape(x) == static_shape(n.output):
+        return x
+    return None
+
+
+def _reshape(n: Node) -> Value | None:
+    x = n.inputs[0]
+    target = const_array(n.inputs[1]) if len(n.inputs) > 1 else None
+    if x is None or x.shape is None or target is None or target.ndim != 1 or len(target) != len(x.shape):
+        return _same_shape(n)
+    allowzero = bool(n.attr("allowzero", 0))
+    unknown = 0
+    for _i, (want, have) in enumerate(zip(target.tolist(), x.shape)):
+        if want == 0 and not allowzero:
+            continue  # copies dim i
+        if isinstance(have, int) and want == have:
+            continue
+        if want == -1:
+            unknown += 1
+            continue
+        return None
+    # one -1 among otherwise equal dims is that very dim
+    return x if unknown <= 1 else None
+
+
+def _cast(n: Node) -> Value | None:
+    x = n.inputs[0]
+    target = onnx_dtype_numpy(n.attr("to", -1))
+    if x is None or x.dtype is None or target is None or x.dtype.numpy != target:
+        return None
+    return x if x.dtype not in (DType.STRING,) else None
+
+
+def _cast_like(n: Node) -> Value | None:
+    x, like = n.inputs[0], n.inputs[1] if len(n.inputs) > 1 else None
+    if x is None or like is None or x.dtype is None or x.dtype != like.dtype:
+        return None
+    return x
+
+
+def _transpose(n: Node) -> Value | None:
+    x = n.inputs[0]
+    perm = n.attr("perm")
+    if x is None:
+        return None
+    if perm is None:
+        return x if x.shape is not None and len(x.shape) <= 1 else None
+    return x if list(perm) == list(range(len(perm))) else None
+
+
+def _single_input(n: Node) -> Value | None:
+    present = [v for v in n.inputs if v is not None]
+    return present[0] if len(present) == 1 and len(n.inputs) == 1 else None
+
+
+def _slice(n: Node) -> Value | None:
+    x = n.inputs[0]
+    if x is None or x.shape is None or len(n.inputs) < 3:
+        return None
+    starts, ends = const_array(n.inputs[1]), const_array(n.inputs[2])
+    axes = const_array(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] is not None else None
+    steps = const_array(n.inputs[4]) if len(n.inputs) > 4 and n.inputs[4] is not None else None
+    if starts is None or ends is None or (len(n.inputs) > 3 and n.inputs[3] is not None and axes is None):
+        return None
+    if len(n.inputs) > 4 and n.inputs[4] is not None and steps is None:
+        return None
+    rank = len(x.shape)
+    axes_list = list(range(len(starts))) if axes is None else [int(a) + rank if a < 0 else int(a) for a in axes]
+    for k, axis in enumerate(axes_list):
+        if not 0 <= axis < rank:
+            return None
+        step = 1 if steps is None else int(steps[k])
+        start, end, dim = int(starts[k]), int(ends[k]), x.shape[axis]
+        if step != 1:
+            return None
+        if start != 0 and not (isinstance(dim, int) and start <= -dim):
+            return None
+        if end < _INT64_MAX and not (isinstance(dim, int) and end >= dim):
+            return None
+    return x
+
+
+def _pad(n: Node) -> Value | None:
+    x = n.inputs[0]
+    if x is None:
+        return None
+    if len(n.inputs) > 1 and n.inputs[1] is not None:
+        pads = const_array(n.inputs[1])
+        if pads is None:
+            return None
+    else:
+        attr = n.attr("pads")
+        if attr is None:
+            return None
+        pads = np.asarray(attr)
+    return x if pads.size and not np.any(pads) else None
+
+
+#: op -> (onnxoptimizer-style rule name, rule).  One line per rule.
+RULES: dict[str, tuple[str, Rule]] = {
+    "Mul": ("eliminate_nop_with_unit", _either_unit(1)),       # x*1 -> x, 1*x -> x
+    "Add": ("eliminate_nop_with_unit", _either_unit(0)),       # x+0 -> x, 0+x -> x
+    "Sub": ("eliminate_nop_with_unit", _right_unit(0)),        # x-0 -> x
+    "Div": ("eliminate_nop_with_unit", _right_unit(1)),        # x/1 -> x
+    "Pow": ("eliminate_nop_with_unit", _right_unit(1)),        # x**1 -> x
+    "And": ("eliminate_nop_with_unit", _either_unit(True)),    # x and true -> x
+    "Or": ("eliminate_nop_with_unit", _either_unit(False)),    # x or false -> x
+    "Reshape": ("eliminate_nop_reshape", _reshape),            # Reshape(x, shape(x)) -> x
+    "Flatten": ("eliminate_nop_flatten", _same_shape),         # Flatten of a 2-D x at axis 1 -> x
+    "Expand": ("eliminate_nop_expand", _same_shape),           # Expand(x, s) with broadcast(x, s) = x -> x
+    "Squeeze": ("eliminate_nop_squeeze", _same_shape),         # squeezing nothing -> x
+    "Cast": ("eliminate_nop_cast", _cast),                     # Cast(x, to=dtype(x)) -> x
+    "CastLike": ("eliminate_nop_cast", _cast_like),            # CastLike(x, y) with dtype(y) = dtype(x) -> x
+    "Transpose": ("eliminate_nop_transpose", _transpose),      # Transpose(x, perm=identity) -> x
+    "Concat": ("eliminate_nop_concat", _single_input),         # Concat(x) -> x
+    "Sum": ("eliminate_nop_concat", _single_input),            # Sum(x) -> x
+    "Max": ("eliminate_nop_concat", _single_input),            # Max(x) -> x
+    "Min": ("eliminate_nop_concat", _single_input),            # Min(x) -> x
+    "Mean": ("eliminate_nop_concat", _single_input),           # Mean(x) -> x
+    "Slice": ("eliminate_nop_slice", _slice),                  # Slice keeping everything -> x
+    "Pad": ("eliminate_nop_pad", _pad),                        # Pad by zeros -> x
+}
+RULE_NAMES = frozenset(name for name, _ in RULES.values())
+
+
+@transform("eliminate_nop", dialects={"onnx"})
+def eliminate_nop(model: Model, ctx: TransformContext, *, skip: list[str] | None = None) -> TransformResult:
+    """Remove no-op nodes: x*1, x+0, same-shape Reshape/Expand, same-type Cast, identity Transpose..."""
+    skipped = set(skip or ())
+    unknown = sorted(skipped - RULE_NAMES)
+    if unknown:
+        raise TransformError(f"eliminate_nop: unknown rule {unknown[0]!r}; rules: {', '.join(sorted(RULE_NAMES))}")
+    counts: dict[str, int] = {}
+    for graph in all_graphs(model):
+        for node in list(graph):
+            entry = RULES.get(node.op)
+            if entry is None or node.graph is None or not is_standard(node) or entry[0] in skipped:
+                continue
+            if not node.inputs or (node.inputs[0] is None and node.op not in ("Concat", "Sum", "Max", "Min", "Mean")):
+                continue
+            if len(node.outputs) != 1:
+                continue
+            source = entry[1](node)
+            if source is not None and _same_type(source, node.output) and bypass(node, source):
+                counts[entry[0]] = counts.get(entry[0], 0) + 1
+    return TransformResult(bool(counts), dict(sorted(counts.items())))
+
+
+def _same_type(source: Value, out: Value) -> bool:
+    """The replacement must not change the value's element type (unknown types pass)."""
+    return source.dtype is None or out.dtype is None or source.dtype == out.dtype

@@ -1,0 +1,132 @@
+"""What the ONNX fusions share: targets, opset look-ups, constant checks and the closed-match check.
+
+The fusions themselves live one per file (``onnx_layer_norm``, ``onnx_gelu``,
+``onnx_ort_contrib``).  Each takes ``target``:
+
+``"standard"`` (default)
+    emit only operators of the default ONNX domain (``LayerNormalization`` from
+    opset 17, ``Gelu`` from opset 20); a fusion the model's opset cannot carry is
+    skipped with a reason.
+``"onnxruntime"``
+    also emit onnxruntime's contrib operators (domain ``com.microsoft``): ``Gelu`` /
+    ``FastGelu`` below opset 20, ``BiasGelu``, ``FastGelu`` with bias, ``FusedConv``,
+    ``SkipLayerNormalization`` (with bias), ``FusedMatMul``.  The model gains the
+    ``com.microsoft`` opset import (version 1) when one is emitted.
+
+Everything here is O(1) per call (:func:`all_graphs`, re-exported from the IR, is O(N)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import EllipsisType
+
+import numpy as np
+
+from ...errors import TransformError
+from ...ir import Attr, Graph, Model, Node, Value, all_graphs, constant_value
+from ...patterns import Match, P, Pattern, ReplaceReport, drop_if_unread, why_not_fusable
+
+__all__ = [
+    "TARGETS", "STANDARD", "ONNXRUNTIME", "MS_DOMAIN", "check_target", "all_graphs",
+    "opset_version", "require_ms_domain", "scalar", "near", "why_not_closed", "collect", "new_node",
+    "drop_unused_constants", "std_op",
+]
+
+STANDARD = "standard"
+ONNXRUNTIME = "onnxruntime"
+TARGETS = (STANDARD, ONNXRUNTIME)
+#: onnxruntime's contrib operator domain, and the version its operators are registered under.
+MS_DOMAIN = "com.microsoft"
+MS_DOMAIN_VERSION = 1
+_OPSET_KEY = "onnx.opset_import"
+_STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+def std_op(op: str, *inputs: Pattern | EllipsisType, commutative: bool = False, name: str | None = None) -> P:
+    """``P`` restricted to the standard domain: a custom-domain ``Mul`` is not ours to fuse."""
+    return P(op, *inputs, commutative=commutative, name=name, domain="")
+
+
+def check_target(transform: str, target: str) -> str:
+    """``target`` if it is one of :data:`TARGETS`, else a :class:`TransformError` naming the choices."""
+    if target not in TARGETS:
+        raise TransformError(
+            f"{transform}: target must be one of {', '.join(TARGETS)}, got {target!r}")
+    return target
+
+
+def opset_version(model: Model, domain: str = "") -> int:
+    """The model's imported version of ``domain`` (0 when not imported)."""
+    imports = model.meta.get(_OPSET_KEY) or {}
+    if domain in _STANDARD_DOMAINS:
+        return int(imports.get("", imports.get("ai.onnx", 0)) or 0)
+    return int(imports.get(domain, 0) or 0)
+
+
+def require_ms_domain(model: Model) -> None:
+    """Add the ``com.microsoft`` opset import if the model lacks it (kept in file order)."""
+    imports = dict(model.meta.get(_OPSET_KEY) or {})
+    if MS_DOMAIN not in imports:
+        imports[MS_DOMAIN] = MS_DOMAIN_VERSION
+        model.meta[_OPSET_KEY] = imports
+
+
+def scalar(value: Value | None) -> float | None:
+    """The single element of a one-element constant, or None."""
+    tensor = constant_value(value) if value is not None else None
+    if tensor is None or tensor.size != 1:
+        return None
+    array = tensor.numpy()
+    if array.dtype.kind not in "fiu":
+        return None
+    return float(array.reshape(-1)[0])
+
+
+def near(value: Value | None, expected: float, rtol: float = 1e-3) -> bool:
+    """A one-element constant within ``rtol`` of ``expected``."""
+    got = scalar(value)
+    return got is not None and bool(np.isclose(got, expected, rtol=rtol, atol=0.0))
+
+
+def why_not_closed(match: Match) -> str | None:
+    """Why the match's intermediates can't be removed, or None when they can:
+    :func:`graphwright.patterns.why_not_fusable` with readers shared inside the match
+    allowed, and a root without control inputs."""
+    reason = why_not_fusable(match, shared_inside=True)
+    root = match.root.node
+    if reason is None and root is not None and root.control_inputs:
+        return f"root {root.name!r} ({root.op}) has control inputs"
+    return reason
+
+
+def collect(reports: Iterable[ReplaceReport], stats: dict[str, int], notes: list[str]) -> None:
+    """Add the reports' per-rule counts to ``stats`` and their skip/refusal reasons to ``notes``."""
+    for report in reports:
+        for name, count in report.by_rule.items():
+            stats[name] = stats.get(name, 0) + count
+        for outcome in report.skipped + report.refused:
+            if outcome.reason:
+                note = f"{outcome.node} ({outcome.op}): {outcome.reason}"
+                if note not in notes:
+                    notes.append(note)
+
+
+def new_node(op: str, inputs: list[Value | None], like: Node, *, domain: str = "",
+             attrs: dict[str, Attr] | None = None, outputs: int = 1) -> Node:
+    """An ONNX node named after ``like`` whose first output copies ``like``'s first output's name, dtype, shape."""
+    first = like.outputs[0]
+    values = [Value(first.name, first.dtype, first.shape)]
+    values += [Value(f"{first.name}__{op}_{i}") for i in range(1, outputs)]
+    node = Node(op, inputs, dialect="onnx", name=like.name, domain=domain, attrs=attrs or {},
+                outputs=values)
+    return node
+
+
+def drop_unused_constants(graph: Graph, values: Iterable[Value]) -> int:
+    """Remove those of ``values`` (initializers or ``Constant`` outputs) nobody reads any more.
+
+    For constants a fusion stopped reading without capturing them in its
+    pattern (a ReduceMean's ``axes`` input).  O(len(values)).
+    """
+    return sum(drop_if_unread(graph, value) for value in dict.fromkeys(values))
