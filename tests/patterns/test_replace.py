@@ -316,3 +316,67 @@ def test_skipped_fold_for_bad_scale_shape() -> None:
     cm.s.attrs["value"] = tf_const("s", np.ones((1, 1, 1, 4))).attrs["value"]
     report = replace_matching(cm.graph, FOLD, fold)
     assert report.applied == 0 and report.skipped[0].reason == "scale shape (1, 1, 1, 4) is not [4]"
+
+
+# -- checks return reasons; bypass keeps ONNX output names ---------------------------------
+
+
+def test_a_check_returning_a_string_refuses_with_that_reason() -> None:
+    cm = ConvMul()
+    cm.conv.output.name = "conv"  # keep names stable for the message
+
+    def not_today(m: Match) -> str | None:
+        return f"conv {m['conv'].node.name!r} is pinned"
+
+    before = snapshot(cm.graph)
+    report = replace_matching(cm.graph, FOLD, fold, check=not_today)
+    assert report.applied == 0
+    assert [(o.node, o.rule, o.reason) for o in report.skipped] == [("mul", "fold", "conv 'conv' is pinned")]
+    assert snapshot(cm.graph) == before
+
+
+def test_a_check_returning_none_lets_the_rewrite_run() -> None:
+    cm = ConvMul()
+    report = replace_matching(cm.graph, FOLD, fold, check=lambda m: None)
+    assert report.applied == 1 and not report.skipped
+
+
+def _onnx_chain(source_is_input: bool) -> tuple[Graph, Node, Value]:
+    """``x -> Relu -> Identity -> (graph output 'y')`` in the onnx dialect (or Identity(x) directly)."""
+    g = Graph("onnx")
+    x = Value("x")
+    g.set_inputs([x])
+    src = x
+    if not source_is_input:
+        relu = g.append(Node("Relu", [x], dialect="onnx", name="relu", outputs=[Value("r")]))
+        src = relu.output
+    ident = g.append(Node("Identity", [src], dialect="onnx", name="ident", outputs=[Value("y")]))
+    g.set_outputs([ident.output])
+    return g, ident, src
+
+
+def test_bypass_to_gives_the_source_the_graph_output_name() -> None:
+    g, _ident, src = _onnx_chain(source_is_input=False)
+    report = replace_matching(g, P("Identity", ANY(name="x")), lambda m: Replacement.bypass_to(m.node.output, m["x"].value))
+    check(g)
+    assert report.applied == 1
+    assert [n.op for n in g] == ["Relu"]
+    assert list(g.outputs) == [src] and src.name == "y"
+
+
+def test_bypass_to_is_refused_when_the_source_cannot_take_the_output_name() -> None:
+    g, _ident, _src = _onnx_chain(source_is_input=True)
+    before = snapshot(g)
+    report = replace_matching(g, P("Identity", ANY(name="x")), lambda m: Replacement.bypass_to(m.node.output, m["x"].value))
+    assert report.applied == 0 and len(report.refused) == 1
+    assert "graph output 'y' would be renamed" in report.refused[0].reason
+    assert snapshot(g) == before and g.inputs[0].name == "x"
+
+
+def test_rule_sets_skip_rules_by_name() -> None:
+    cm = ConvMul()
+    rules = RuleSet()
+    rules.add(FOLD, fold, name="fold")
+    assert rules.names() == ["fold"]
+    assert rules.apply(cm.graph, skip={"fold"}).applied == 0
+    assert rules.apply(cm.graph).applied == 1
