@@ -4,9 +4,11 @@ installed ``graphwright`` (the ``pip install -e .`` step is what the test run al
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -24,8 +26,11 @@ def _blocks() -> list[str]:
 
 
 def _run(script: str, cwd: Path) -> str:
+    """Run a README block with the ``graphwright`` console script of the interpreter under test
+    first on PATH, so the test needs no activated virtual environment."""
+    env = dict(os.environ, PATH=os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")]))
     done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
     assert done.returncode == 0, f"{script}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
     return done.stdout
 
