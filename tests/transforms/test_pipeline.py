@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 import textwrap
 
+import onnx
 import pytest
 
+import graphwright as gw
 from graphwright.errors import PipelineSyntaxError, TransformError
 from graphwright.transforms import PRESETS, Params, all_transforms, format_call, parse_pipeline, plan_pipeline, registry
+
+from ._generic import _apply, _model, _outputs, _same
 
 
 def test_seed_recipe_parses() -> None:
@@ -136,3 +140,16 @@ def test_preset_steps_that_do_not_apply_are_skipped_not_fatal() -> None:
     assert by_name["strip_unused_nodes"].skip_reason is None
     with pytest.raises(TransformError, match="does not apply to ONNX"):
         plan_pipeline("add_default_attributes", "onnx")  # written out by hand: still an error
+
+
+def test_deployment_preset_on_onnx_folds_batch_norms_and_constants() -> None:
+    path = _model("onnx_cnn")
+    model = _apply(path, "optimize_for_deployment")
+    assert "BatchNormalization" not in {n.op for n in model.graph}
+    onnx.checker.check_model(gw.formats.onnx.to_proto(model))
+    _same(_outputs(path), _outputs(model), rtol=1e-5, atol=1e-6)
+    bert = _apply(_model("onnx_bert"), "fold_constants")
+    assert len(bert.graph) < len(gw.load(_model("onnx_bert")).graph)
+    _same(_outputs(_model("onnx_bert")), _outputs(bert), rtol=1e-6, atol=1e-6)
+    with pytest.raises(gw.TransformError, match="exclude_op/exclude_node are not supported on ONNX"):
+        _apply(path, "fold_constants(exclude_op=Shape)")

@@ -12,7 +12,7 @@ from graphwright import formats
 from graphwright.errors import ModelLoadError
 from graphwright.formats.graphdef import parse_input_name
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.pb"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small_cnn.pb"
 
 
 def graph(*nodes: tuple[str, str, list[str]]) -> bytes:

@@ -394,7 +394,7 @@ def test_other_keras_graphs_round_trip_byte_identical(name: str) -> None:
 
 
 def test_bundled_example_round_trips() -> None:
-    path = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.pb"
+    path = Path(__file__).resolve().parents[3] / "examples" / "small_cnn.pb"
     if not path.exists():
         pytest.skip("examples/small_cnn.pb not built")
     model = formats.load(path)

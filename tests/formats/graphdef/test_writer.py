@@ -13,7 +13,7 @@ from graphwright.errors import ModelSaveError
 from graphwright.formats import graphdef
 from graphwright.formats.graphdef.attrs import SourcedAttr, attr_to_proto
 from graphwright.ir import Attr, AttrKind, DType, FuncRef, Graph, Model, Node, Tensor, Value
-from tests.formats.test_graphdef_roundtrip import (
+from tests.formats.graphdef.test_roundtrip import (
     every_attr_graphdef,
     executable_graphdef,
     expected_executable,

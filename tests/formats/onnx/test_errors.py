@@ -13,7 +13,7 @@ from graphwright import formats
 from graphwright.errors import ModelLoadError, ModelSaveError
 from graphwright.formats.onnx import save
 from graphwright.ir import Graph, Model, Node, Tensor, Value
-from tests.formats import onnx_cases as cases
+from tests.formats.onnx import onnx_cases as cases
 
 
 def _load_error(tmp_path: Path, data: bytes, *, fmt: str | None = None) -> str:

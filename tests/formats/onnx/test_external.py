@@ -19,7 +19,7 @@ from graphwright.errors import ModelLoadError, ModelSaveError
 from graphwright.formats.onnx import EXTERNAL_MIN_BYTES, ExternalTensor, save, serialize
 from graphwright.formats.onnx import external as external_module
 from graphwright.ir import DType, Graph, Model, Node, Tensor, Value
-from tests.formats import onnx_cases as cases
+from tests.formats.onnx import onnx_cases as cases
 
 
 def _run(path: Path, x: np.ndarray) -> np.ndarray:

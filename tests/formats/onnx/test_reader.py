@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from graphwright import formats
 from graphwright.formats.onnx import from_proto, save, to_proto
 from graphwright.ir import AttrKind, DType, check, topological_order
-from tests.formats import onnx_cases as cases
+from tests.formats.onnx import onnx_cases as cases
 
 
 def test_subgraphs_read_outer_values_as_the_same_objects() -> None:

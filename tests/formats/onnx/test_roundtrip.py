@@ -13,7 +13,7 @@ import pytest
 from graphwright import formats
 from graphwright.formats.onnx import from_proto, save, serialize, to_proto
 from graphwright.ir import Node, Tensor, Value
-from tests.formats import onnx_cases as cases
+from tests.formats.onnx import onnx_cases as cases
 
 try:
     from tests.models import ModelBuildError, torch_onnx
@@ -194,7 +194,7 @@ def test_changed_value_type_is_regenerated_and_removed_values_drop_their_value_i
     assert "pool" not in [n.name for n in written.graph.node]
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.onnx"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small_cnn.onnx"
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/small_cnn.onnx not built")

@@ -11,7 +11,7 @@ import pytest
 from ai_edge_litert import schema_py_generated as fb
 from ai_edge_litert.interpreter import Interpreter
 
-from .test_tflite_models import real_models
+from .test_models import real_models
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ per session:
 * ``variable``: a resource variable -> CALL_ONCE, VAR_HANDLE (string options),
   READ/ASSIGN_VARIABLE (op codes > 127), stateful across invocations.
 
-Run ``python -m tests.formats.test_tflite_models OUT_DIR`` to build them by hand.
+Run ``python -m tests.formats.tflite.test_models OUT_DIR`` to build them by hand.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pytest
 
 BUILT = ("control_flow", "custom", "lstm", "variable")
 ALL = ("float", "int8", *BUILT)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _build_all(out: Path) -> None:  # pragma: no cover - runs in the build subprocess
@@ -89,7 +89,7 @@ def build_models(out: Path) -> dict[str, Path]:
     if not all(p.exists() for p in paths.values()):
         out.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
-            [sys.executable, "-m", "tests.formats.test_tflite_models", str(out)],
+            [sys.executable, "-m", "tests.formats.tflite.test_models", str(out)],
             cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
         )
         if done.returncode != 0 or not all(p.exists() for p in paths.values()):

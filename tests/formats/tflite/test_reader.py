@@ -13,8 +13,8 @@ from graphwright.formats.tflite import QuantDetails, SignatureDef, TFLiteBuffer
 from graphwright.formats.tflite import _schema as S
 from graphwright.ir import AttrKind, DType, check
 
-from .test_tflite_helpers import run_tflite, same_outputs
-from .test_tflite_models import ALL, real_models
+from .test_helpers import run_tflite, same_outputs
+from .test_models import ALL, real_models
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,8 @@ import pytest
 from graphwright import formats
 from graphwright.formats import tflite
 
-from .test_tflite_helpers import model_diff, run_tflite, same_outputs, unpack
-from .test_tflite_models import ALL, real_models
+from .test_helpers import model_diff, run_tflite, same_outputs, unpack
+from .test_models import ALL, real_models
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +81,7 @@ def test_buffers_are_16_byte_aligned(tflite_models: dict[str, Path]) -> None:
     assert starts and all(s % 16 == 0 for s in starts)
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.tflite"
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small_cnn.tflite"
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="examples/small_cnn.tflite is not built")

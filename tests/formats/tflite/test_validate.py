@@ -20,8 +20,8 @@ from graphwright.formats import tflite
 from graphwright.formats.tflite import _schema as S
 from graphwright.formats.tflite import validate as V
 
-from .test_tflite_helpers import unpack
-from .test_tflite_models import real_models
+from .test_helpers import unpack
+from .test_models import real_models
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,8 @@ from graphwright.formats import tflite
 from graphwright.formats.tflite import writer as tflite_writer
 from graphwright.ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value, check
 
-from .test_tflite_helpers import model_diff, run_tflite, same_outputs, unpack
-from .test_tflite_models import real_models
+from .test_helpers import model_diff, run_tflite, same_outputs, unpack
+from .test_models import real_models
 
 
 @pytest.fixture(scope="session")

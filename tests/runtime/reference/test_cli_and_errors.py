@@ -17,7 +17,7 @@ from graphwright.errors import VerificationError
 from graphwright.runtime import run
 from graphwright.runtime.reference import Interpreter, supported_operators
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 TFLITE = EXAMPLES / "small_cnn.tflite"
 
 
