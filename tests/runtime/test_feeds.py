@@ -5,10 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from graphwright import verify
 from graphwright.errors import VerificationError
 from graphwright.ir import DType
-from graphwright.runtime import InputSpec
-from graphwright.verify import load_feeds, random_array, random_feeds
+from graphwright.runtime import InputSpec, feeds
+from graphwright.runtime.feeds import load_feeds, random_array, random_feeds
 
 X = InputSpec("x", DType.FLOAT32, (2, 3))
 IDS = InputSpec("ids", DType.INT64, ("batch", "seq"))
@@ -100,3 +101,8 @@ def test_load_errors(tmp_path: Path) -> None:
 def test_without_specs_anything_goes(tmp_path: Path) -> None:
     np.save(tmp_path / "a.npy", np.zeros(2, np.int8))
     assert load_feeds([f"whatever={tmp_path / 'a.npy'}"])["whatever"].dtype == np.int8
+
+
+def test_verify_reexports_the_runtime_feeds() -> None:
+    assert (verify.load_feeds, verify.random_array, verify.random_feeds) == (
+        feeds.load_feeds, feeds.random_array, feeds.random_feeds)

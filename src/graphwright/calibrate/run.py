@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import VerificationError
 from ..formats import load
-from ..formats._io import atomic_write_bytes
+from ..formats.files import atomic_write_bytes
 from ..runtime import input_specs
 
 __all__ = ["PRINT_MARKER", "CalibrationReport", "calibrate"]

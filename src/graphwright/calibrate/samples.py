@@ -92,7 +92,7 @@ def _sample(path: Path, specs: Sequence[InputSpec], mean: float, std: float) -> 
 
 def _image(path: Path, spec: InputSpec, mean: float, std: float) -> np.ndarray:
     try:
-        from PIL import Image
+        from PIL import Image  # lazy: Pillow is optional, for image samples only
     except ImportError:
         raise VerificationError("calibrate: reading images needs Pillow (pip install pillow)") from None
     shape = spec.shape

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import VerificationError
-from ..runtime import input_specs
-from ..verify import compare, load_feeds, render_compare
+from ..runtime import ModelSource, input_specs
+from ..verify import compare, load_feeds, random_feeds, render_compare
 from ._console import stdout
 
 
@@ -59,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_layers(args: argparse.Namespace) -> int:
     """Layer by layer: the reference interpreter against LiteRT on the same TFLite model."""
-    from ..runtime import ModelSource
+    # lazy: the reference interpreter (and the TFLite reader) load only for --layers
     from ..runtime.reference.layers import compare_layers
-    from ..verify import random_feeds
 
     if args.model_b is not None and Path(args.model_b).resolve() != Path(args.model_a).resolve():
         raise VerificationError("--layers compares one TFLite model on two runtimes; give one model")

@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.table import Table
 
 from ..errors import VerificationError
+from ..ir import Graph
 from ..runtime import ModelSource, input_specs
+from ..runtime.base import default_backend
 from ..runtime.execute import Job, execute
 from ..verify import load_feeds
 from ._console import stdout
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     status = 0
     report = None
     if args.compare_with:
-        from ..runtime.reference.layers import compare_layers
+        from ..runtime.reference.layers import compare_layers  # lazy: the interpreter loads only when asked
 
         report = compare_layers(source, result.feeds, other=args.compare_with, rounding=args.rounding,
                                 tolerance=args.tolerance, isolate=args.isolate, jit=args.jit)
@@ -89,8 +92,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _default(source: ModelSource) -> str:
-    from ..runtime.base import default_backend
-
     return default_backend(source.format)
 
 
@@ -98,17 +99,20 @@ def _trace_names(source: ModelSource) -> list[str]:
     """Every operator output of a TFLite model's main graph, in execution order."""
     if source.format != "tflite":
         raise VerificationError(f"--trace saves the tensors of TFLite models; {source.label} is {source.format}")
-    from ..formats.tflite import read_model
-
-    graph = read_model(source.data, source.label).graph
+    graph = _tflite_graph(source)
     return [v.name for node in graph for v in node.outputs]
 
 
 def _outputs_of(source: ModelSource, tensors: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    from ..formats.tflite import read_model
-
-    graph = read_model(source.data, source.label).graph
+    graph = _tflite_graph(source)
     return {v.name: tensors[v.name] for v in graph.outputs if v.name in tensors}
+
+
+def _tflite_graph(source: ModelSource) -> Graph:
+    """The main graph of a TFLite model (for --trace)."""
+    from ..formats.tflite import read_model  # lazy: the TFLite reader loads only for --trace
+
+    return read_model(source.data, source.label).graph
 
 
 def _safe(name: str) -> str:
@@ -117,10 +121,8 @@ def _safe(name: str) -> str:
 
 def _write_trace(folder: Path, source: ModelSource, feeds: Mapping[str, np.ndarray],
                  tensors: Mapping[str, np.ndarray]) -> None:
-    from ..formats.tflite import read_model
-
     folder.mkdir(parents=True, exist_ok=True)
-    graph = read_model(source.data, source.label).graph
+    graph = _tflite_graph(source)
     index: list[dict[str, Any]] = []
     entries = [(-1, "INPUT", name, np.asarray(a)) for name, a in feeds.items()]
     entries += [(i, node.op, v.name, tensors[v.name]) for i, node in enumerate(graph) for v in node.outputs
@@ -160,8 +162,6 @@ def _print(args: argparse.Namespace, backend: str, outputs: Mapping[str, np.ndar
             doc["comparison"] = report.to_json()
         print(json.dumps(doc, indent=1))
         return
-    from rich.table import Table
-
     table = Table(title=f"{args.model} on {backend}")
     for col in ("output", "dtype", "shape", "min", "max", "argmax"):
         table.add_column(col)

@@ -19,7 +19,6 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import TransformError
-from ..formats import onnx as onnx_format
 from ..runtime import input_specs
 from ..simplify import SimplifyReport, parse_input_shapes, parse_size, simplify
 from ..simplify.options import skippable_names
@@ -114,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]check failed[/red]: the simplified model differs from {args.input}; "
                           f"{args.output} was not written")
         return 1
+    # lazy: the ONNX writer imports onnx, which every other command's start-up would pay for
+    from ..formats import onnx as onnx_format
+
     onnx_format.save(model, args.output, external_data=True if args.save_as_external_data else None)
     report.after.file_bytes = os.path.getsize(args.output)
     if args.json:

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GraphwrightError
+from ..formats import load
 from ..ir import Model
 from .c_header import render_header
 from .manifest import ConstantEntry, LayerParams, Manifest, build_manifest, role_of
@@ -36,8 +37,6 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
     if format not in FORMATS:
         raise GraphwrightError(f"unknown extract format {format!r}; expected one of {', '.join(FORMATS)}")
     if not isinstance(model, Model):
-        from ..formats import load
-
         model = load(model)
     target = Path(outdir)
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:

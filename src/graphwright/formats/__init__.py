@@ -18,7 +18,7 @@ from types import ModuleType
 
 from ..errors import ModelLoadError, ModelSaveError
 from ..ir import Model
-from ._io import read_bytes
+from .files import read_bytes
 
 __all__ = ["load", "save", "serialize", "detect_format"]
 
@@ -63,7 +63,7 @@ def load(path: str | os.PathLike[str], *, format: str | None = None) -> Model:
         # Large inline weights stay memory-mapped instead of being parsed into the proto:
         # peak memory of a load stays near zero copies of the weights.  Anything unusual
         # (None) goes through the ordinary reader below, which reports errors.
-        from .onnx.mapped import load_mapped
+        from .onnx.mapped import load_mapped  # lazy: format packages load on first use (onnx is slow)
 
         mapped = load_mapped(p)
         if mapped is not None:

@@ -1,4 +1,8 @@
-"""File plumbing shared by the format modules: atomic writes and bounded reads."""
+"""Model files on disk: atomic writes and bounded reads.
+
+Shared by the format writers, and public for the layers above that write or read
+model-sized files (``runtime.ModelSource``, ``calibrate``).
+"""
 
 from __future__ import annotations
 

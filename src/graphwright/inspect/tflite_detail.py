@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rich.table import Table
+
 from ..ir import Graph, Model, Value
 
 __all__ = ["OperatorDetail", "SubgraphDetail", "TFLiteDetail", "TensorDetail", "render_tflite_detail",
@@ -194,8 +196,6 @@ def _fmt_quant(t: TensorDetail) -> str:
 
 def render_tflite_detail(detail: TFLiteDetail, console: Any) -> None:
     """Print ``detail`` as rich tables on ``console``."""
-    from rich.table import Table
-
     console.print(f"[bold]{detail.path or '<in-memory model>'}[/bold]  schema version {detail.version}"
                   + (f"  ({detail.description})" if detail.description else ""))
     for sub in detail.subgraphs:

@@ -21,12 +21,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from .. import formats
 from ..errors import (
     BackendUnavailableError,
     ModelLoadError,
     ModelSaveError,
     VerificationError,
 )
+from ..formats.files import read_bytes
 from ..ir import DType, Model
 from ..ir.tensor import Shape
 
@@ -158,8 +160,6 @@ class ModelSource:
     def data(self) -> bytes:
         """The model file's bytes (read on first use)."""
         if self._data is None:
-            from ..formats._io import read_bytes
-
             assert self.path is not None
             self._data = read_bytes(self.path)
         return self._data
@@ -167,11 +167,9 @@ class ModelSource:
     @classmethod
     def from_path(cls, path: str | os.PathLike[str], *, format: str | None = None) -> ModelSource:
         """A model file, format detected from its content (no IR is built)."""
-        from ..formats import detect_format
-
         p = Path(path)
         if format is None:
-            format = detect_format(_read_head(p), p)
+            format = formats.detect_format(_read_head(p), p)
         return cls(format, path=p)
 
     @classmethod
@@ -182,8 +180,6 @@ class ModelSource:
         is saved with external data into a private temporary directory, which
         lives as long as this source.
         """
-        from .. import formats
-
         label = str(model.source_path) if model.source_path is not None else f"<in-memory {model.format} model>"
         try:
             return cls(model.format, data=formats.serialize(model), label=label, written=True)
@@ -205,10 +201,8 @@ class ModelSource:
         if isinstance(model, Model):
             return cls.from_model(model)
         if isinstance(model, (bytes, bytearray, memoryview)):
-            from ..formats import detect_format
-
             data = bytes(model)
-            return cls(detect_format(data), data=data)
+            return cls(formats.detect_format(data), data=data)
         if isinstance(model, (str, os.PathLike)):
             return cls.from_path(model)
         raise TypeError(f"expected a Model, a path or bytes, not {type(model).__name__}")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..ir import Model
 from .base import InputSpec, ModelSource, Session, resolve_backend
+from .feeds import random_feeds
 
 __all__ = ["Execution", "Job", "ModelLike", "execute", "prepare", "run"]
 
@@ -91,7 +92,7 @@ def execute(
     """Run ``job`` on ``model``, here or (``isolate``) in a child process."""
     source = ModelSource.of(model)
     if isolate:
-        from .isolate import execute_isolated
+        from .isolate import execute_isolated  # lazy: isolate imports this module (execute_here)
 
         return execute_isolated(source, feeds, job, timeout=timeout)
     return execute_here(source, feeds, job)
@@ -116,8 +117,6 @@ def complete_feeds(
     notes: list[str],
 ) -> dict[str, np.ndarray]:
     """``feeds`` mapped onto ``specs`` (see :attr:`Job.feed_by_position`); missing inputs random."""
-    from ..verify.feeds import random_feeds
-
     names = [s.name for s in specs]
     given = {k: np.asarray(v) for k, v in feeds.items()}
     for key in [k for k in given if k not in names and k.endswith(":0") and k[:-2] in names]:

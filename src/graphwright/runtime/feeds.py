@@ -1,4 +1,7 @@
-"""Model inputs for verification: seeded random arrays, or the user's ``.npy``/``.npz`` files.
+"""Model inputs: seeded random arrays, or the user's ``.npy``/``.npz`` files.
+
+Used by :func:`~graphwright.runtime.execute` for inputs nobody fed, and
+re-exported by :mod:`graphwright.verify` (its comparisons feed both models these).
 
 Random feeds are deterministic per input *name*: the generator of an input is
 seeded from ``(seed, sha256(name))``, so adding, removing or reordering other
@@ -22,7 +25,7 @@ import numpy as np
 
 from ..errors import VerificationError
 from ..ir import DType
-from ..runtime.base import InputSpec, check_feed
+from .base import InputSpec, check_feed
 
 __all__ = ["DEFAULT_DIM", "INT_HIGH", "load_feeds", "random_array", "random_feeds"]
 

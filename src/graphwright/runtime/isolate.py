@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -141,8 +142,6 @@ def _backend_class(name: str) -> str | None:
 
 
 def _child_env() -> dict[str, str]:
-    import os
-
     env = dict(os.environ)
     for key, value in _QUIET_ENV.items():
         env.setdefault(key, value)

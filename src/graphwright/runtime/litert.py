@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ..errors import VerificationError
+from ..formats.tflite import read_model
 from ..ir import DType
 from .base import Backend, InputSpec, ModelSource, Session, check_feeds, one_line
 
@@ -37,7 +38,7 @@ __all__ = ["LiteRTBackend", "LiteRTReferenceBackend"]
 
 def _import_interpreter(backend: Backend) -> ModuleType:
     try:
-        from ai_edge_litert import interpreter  # type: ignore[import-untyped]
+        from ai_edge_litert import interpreter  # type: ignore[import-untyped]  # lazy: slow to import, needed to run only
     except ImportError:
         raise backend.unavailable("ai-edge-litert") from None
     return interpreter
@@ -55,8 +56,6 @@ class LiteRTBackend(Backend):
         self.check_options(options)
         module = _import_interpreter(self)
         if options.get("verify_file", True) and not source.written:
-            from ..formats.tflite import read_model
-
             read_model(source.data, source.label)  # raises ModelLoadError on a corrupt file
         return LiteRTSession(module, self, source, options)
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats
 from ..errors import VerificationError
 from ..ir import DType
 from .base import Backend, InputSpec, ModelSource, Session, check_feeds, one_line
@@ -66,7 +67,7 @@ _TYPE_STRINGS: Mapping[str, DType] = {
 
 def _import_ort(backend: Backend) -> ModuleType:
     try:
-        import onnxruntime  # type: ignore[import-untyped]
+        import onnxruntime  # type: ignore[import-untyped]  # lazy: slow to import, needed to run only
     except ImportError:
         raise backend.unavailable("onnxruntime") from None
     return onnxruntime
@@ -108,8 +109,6 @@ class OnnxRuntimeBackend(Backend):
                 if "external data" not in str(e).lower() or source.path is None:
                     raise VerificationError(f"onnxruntime cannot load {source.label}: {one_line(e)}") from None
         # The file references external data: let the ONNX reader vet every location first.
-        from .. import formats
-
         formats.load(source.path)
         folder = source.path.resolve().parent
         return OnnxRuntimeSession(self._create(ort, data, session_options(folder), source), source)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import formats
 from ..ir import DType, Model, Value
 from ..ir.tensor import Shape
 from .base import InputSpec
@@ -25,8 +26,6 @@ __all__ = ["input_specs", "output_names"]
 def _as_model(model: Model | str | os.PathLike[str]) -> Model:
     if isinstance(model, Model):
         return model
-    from .. import formats
-
     return formats.load(model)
 
 

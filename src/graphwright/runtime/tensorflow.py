@@ -7,7 +7,9 @@ the ``Placeholder`` ops; default outputs are the ops nothing consumes (by data
 or control edge), leaving out constants, no-ops, placeholders, assignments
 and checkpoint save/restore ops.
 
-TensorFlow is optional: ``pip install 'graphwright[tf]'``.
+TensorFlow is optional: ``pip install 'graphwright[tf]'``.  This module is the only
+one that imports it (:func:`import_tensorflow`); :class:`GraphDefEvaluator` computes
+tensors of a GraphDef for ``fold_constants(backend=tensorflow)``.
 """
 
 from __future__ import annotations
@@ -21,11 +23,19 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import VerificationError
+from ..errors import BackendUnavailableError, VerificationError
 from ..ir import DType
 from .base import Backend, InputSpec, ModelSource, Session, check_feed, one_line
 
-__all__ = ["NOT_OUTPUT_OPS", "TensorFlowBackend", "is_output_candidate"]
+__all__ = [
+    "NOT_OUTPUT_OPS",
+    "GraphDefEvaluator",
+    "GraphImportError",
+    "TensorFlowBackend",
+    "UnknownTensorError",
+    "import_tensorflow",
+    "is_output_candidate",
+]
 
 #: Op types never listed as default outputs (besides ``Assign*``, ``Save*`` and ``Restore*``).
 NOT_OUTPUT_OPS = frozenset({
@@ -41,16 +51,21 @@ def is_output_candidate(op_type: str) -> bool:
     return not op_type.startswith(("Assign", "Save", "Restore"))
 
 
-def _import_tf(backend: Backend) -> ModuleType:
-    # TensorFlow's C++ start-up chatter (oneDNN notices, absl pre-init warnings) would bury our
-    # report, and TF 2.21 prints it before honouring TF_CPP_MIN_LOG_LEVEL: silence file
-    # descriptor 2 for the import only.  Import errors still arrive as Python exceptions.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def import_tensorflow(missing: BackendUnavailableError, *, log_level: str = "2") -> ModuleType:
+    """The ``tensorflow`` module; raises ``missing`` (which names what to install) when it is not installed.
+
+    ``TF_CPP_MIN_LOG_LEVEL`` is set to ``log_level`` unless the user set it (the first import
+    in a process decides).  TensorFlow's C++ start-up chatter (oneDNN notices, absl pre-init
+    warnings) would bury our report, and TF 2.21 prints it before honouring
+    ``TF_CPP_MIN_LOG_LEVEL``: file descriptor 2 is silenced for the import only.  Import
+    errors still arrive as Python exceptions.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", log_level)
     try:
         with _stderr_silenced():
-            import tensorflow as tf  # type: ignore[import-untyped]
+            import tensorflow as tf  # type: ignore[import-untyped]  # lazy: optional, slow to import
     except ImportError:
-        raise backend.unavailable("TensorFlow") from None
+        raise missing from None
     return tf
 
 
@@ -78,7 +93,7 @@ class TensorFlowBackend(Backend):
 
     def prepare(self, source: ModelSource, options: Mapping[str, Any]) -> Session:
         self.check_options(options)
-        tf = _import_tf(self)
+        tf = import_tensorflow(self.unavailable("TensorFlow"))
         graph_def = _parse(tf, source)
         graph = tf.Graph()
         try:
@@ -100,6 +115,7 @@ def _parse(tf: ModuleType, source: ModelSource) -> Any:
         if data[:1] in (b"\x0a", b"\x12", b"\x1a", b"\x22") or not data.strip():
             graph_def.ParseFromString(data)
         else:
+            # lazy: text GraphDefs are rare, and protobuf stays out of `import graphwright`
             from google.protobuf import text_format  # type: ignore[import-untyped]
 
             text_format.Parse(data.decode("utf-8"), graph_def)
@@ -156,6 +172,87 @@ class TensorFlowSession(Session):
 
     def close(self) -> None:
         self._session.close()
+
+
+class GraphImportError(ValueError):
+    """TensorFlow refused to import the GraphDef; the message is the first line of its error."""
+
+
+class UnknownTensorError(LookupError):
+    """The graph has no tensor :attr:`name`; the message is TensorFlow's."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+class GraphDefEvaluator:
+    """Compute tensors of a serialized GraphDef with TensorFlow: one import, one session, many fetches.
+
+    For constant folding with ``backend=tensorflow``: the caller decides which tensors to
+    compute, this only runs TensorFlow.  Use it as a context manager (the session is closed
+    on exit).  Raises ``missing`` when TensorFlow is not installed and
+    :class:`GraphImportError` when TensorFlow cannot import the graph.  No feeds: the
+    tensors asked for must depend on constants only.
+    """
+
+    def __init__(self, serialized_graph: bytes, *, missing: BackendUnavailableError) -> None:
+        tf = import_tensorflow(missing, log_level="3")
+        graph_def = tf.compat.v1.GraphDef()
+        graph_def.ParseFromString(serialized_graph)
+        with tf.Graph().as_default() as graph:
+            try:
+                tf.import_graph_def(graph_def, name="")
+            except Exception as e:  # TF raises ValueError or its own error types
+                raise GraphImportError(_first_line(e)) from None
+        self._tf = tf
+        self._graph = graph
+        self._session = tf.compat.v1.Session(graph=graph)
+
+    def __enter__(self) -> GraphDefEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._session.close()
+
+    def evaluate(self, tensor_names: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+        """The tensors named ``"node:index"``, fetched in one run; if that run fails, one at a time.
+
+        Returns the arrays by name (as TensorFlow gives them, through ``np.asarray``) and,
+        for each tensor TensorFlow failed to compute, the first line of its error.
+        Raises :class:`UnknownTensorError` for a name the graph does not have.
+        """
+        if not tensor_names:
+            return {}, {}
+        errors = self._tf.errors
+        try:
+            arrays = self._session.run([self._tensor(n) for n in tensor_names])
+        except errors.OpError:
+            arrays = None
+        if arrays is not None:
+            return dict(zip(tensor_names, (np.asarray(a) for a in arrays))), {}
+        values: dict[str, np.ndarray] = {}
+        failures: dict[str, str] = {}
+        for name in tensor_names:
+            try:
+                values[name] = np.asarray(self._session.run(self._tensor(name)))
+            except errors.OpError as e:
+                failures[name] = _first_line(e)
+        return values, failures
+
+    def _tensor(self, name: str) -> Any:
+        try:
+            return self._graph.get_tensor_by_name(name)
+        except (KeyError, ValueError) as e:
+            raise UnknownTensorError(name, str(e)) from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(getattr(e, "message", None) or e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 def _node(name: str) -> str:

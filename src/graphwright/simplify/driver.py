@@ -26,11 +26,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .. import formats
-from ..errors import TransformError
-from ..ir import Model
+from ..errors import GraphwrightError, TransformError
+from ..ir import Model, all_graphs
+from ..runtime import ModelSource, prepare
 from ..transforms import StepRunner, TransformContext
-from ..transforms._onnx import all_graphs
 from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT
+from ..verify import CompareReport, compare
 from .options import InputShapes, parse_size, resolve_skips
 from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
 from .report import ModelStats, PassRecord, SimplifyReport
@@ -213,17 +214,12 @@ def _has_if(model: Model) -> bool:
     return any(node.op == "If" and node.domain in ("", "ai.onnx") for g in all_graphs(model) for node in g)
 
 
-def _snapshot(model: Model) -> object:
-    from ..runtime import ModelSource
-
+def _snapshot(model: Model) -> ModelSource:
     return ModelSource.from_model(model)
 
 
 def _loads(model: object) -> bool:
     """Whether onnxruntime accepts the model (creates a session with its default optimizations)."""
-    from ..errors import GraphwrightError
-    from ..runtime import prepare
-
     try:
         prepare(model, backend="onnxruntime")
     except GraphwrightError:
@@ -231,24 +227,19 @@ def _loads(model: object) -> bool:
     return True
 
 
-def _reference(model_or_path: Model | str | os.PathLike[str], model: Model) -> object:
+def _reference(model_or_path: Model | str | os.PathLike[str], model: Model) -> ModelSource:
     """What the result is compared against: the file, or the model as it is now (serialized once)."""
-    from ..runtime import ModelSource
-
     if isinstance(model_or_path, Model):
         return ModelSource.from_model(model)
     return ModelSource.from_path(model_or_path)
 
 
-def _check(reference: object, model: Model, n: int, rtol: float | None, atol: float | None,
-           shapes: InputShapes) -> list:  # list[CompareReport]
-    from ..runtime import ModelSource
-    from ..verify import compare
-
+def _check(reference: ModelSource, model: Model, n: int, rtol: float | None, atol: float | None,
+           shapes: InputShapes) -> list[CompareReport]:
     dims = _dim_values(shapes)
     simplified = ModelSource.from_model(model)
     return [
-        compare(reference, simplified, seed=seed, rtol=rtol, atol=atol, dim_values=dims)  # type: ignore[arg-type]
+        compare(reference, simplified, seed=seed, rtol=rtol, atol=atol, dim_values=dims)
         for seed in range(n)
     ]
 

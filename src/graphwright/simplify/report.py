@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..ir import Model, all_graphs
-
-if TYPE_CHECKING:
-    from ..verify import CompareReport
+from ..verify import CompareReport
 
 __all__ = ["ModelStats", "PassRecord", "SimplifyReport"]
 

@@ -1,9 +1,11 @@
-"""Numeric verification: model inputs, comparison of two models, reports.
+"""Numeric verification: comparison of two models, reports (and the model inputs of
+:mod:`graphwright.runtime.feeds`, re-exported).
 
 ``compare(model_a, model_b)`` runs both on the same seeded (or user) inputs
 and reports per-output errors; ``render_compare`` prints the report with rich.
 """
 
+from ..runtime.feeds import load_feeds, random_array, random_feeds
 from .compare import (
     DEFAULT_TOLERANCES,
     compare,
@@ -11,7 +13,6 @@ from .compare import (
     compare_outputs,
     looks_like_scores,
 )
-from .feeds import load_feeds, random_array, random_feeds
 from .report import CompareReport, OutputComparison, compare_table, render_compare
 
 __all__ = [

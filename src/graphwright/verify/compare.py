@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import Model
+from ..runtime.base import ModelSource
 from ..runtime.execute import Job, ModelLike, execute
 from .report import CompareReport, OutputComparison
 
@@ -221,9 +223,6 @@ def _numeric_stats(result: OutputComparison, a: np.ndarray, b: np.ndarray, rtol:
 
 
 def _label(model: Any) -> str:
-    from ..ir import Model
-    from ..runtime.base import ModelSource
-
     if isinstance(model, ModelSource):
         return model.label
     if isinstance(model, Model):

@@ -137,7 +137,7 @@ def _shape_text(o: OutputComparison) -> str:
 
 def compare_table(report: CompareReport) -> Table:
     """The per-output table as a rich :class:`~rich.table.Table`."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: rich renders only; `import graphwright` imports verify without it
 
     title = f"{report.model_a} [{report.backend_a}]  vs  {report.model_b} [{report.backend_b}]"
     table = Table(title=_escape(title), title_justify="left")
@@ -172,6 +172,6 @@ def render_compare(report: CompareReport, console: Console) -> None:
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
+    from rich.markup import escape  # lazy: as above, rich is for rendering only
 
     return escape(text)

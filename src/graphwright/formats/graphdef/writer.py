@@ -27,7 +27,7 @@ from tensorboard.compat.proto import function_pb2, graph_pb2, node_def_pb2, vers
 
 from ...errors import ModelSaveError
 from ...ir import Attr, Model, Node, Value
-from .._io import atomic_write_chunks
+from ..files import atomic_write_chunks
 from .attrs import attr_to_proto
 from .dtypes import GraphDefFormatError
 from .meta import (

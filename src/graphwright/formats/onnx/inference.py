@@ -21,8 +21,11 @@ from collections.abc import Callable
 import onnx
 import onnx.inliner
 
+from ...errors import ModelLoadError, ModelSaveError, TransformError
 from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, subgraphs
 from .dtypes import dtype_from_onnx, onnx_code
+from .reader import from_proto
+from .saving import to_proto
 from .tensors import ProtoEntry, TensorEntry, expected_nbytes, header_protos
 from .writer import Builder
 
@@ -159,9 +162,6 @@ def inline_one_call(model: Model) -> Model:
 
     Raises :class:`~graphwright.errors.TransformError` when ONNX cannot inline it.
     """
-    from ...errors import ModelLoadError, ModelSaveError, TransformError
-    from . import from_proto, to_proto
-
     try:
         inlined = onnx.inliner.inline_local_functions(to_proto(model))
         return from_proto(inlined, None)

@@ -32,6 +32,7 @@ from ...errors import ModelLoadError
 from ...ir import Model, Tensor
 from .dtypes import dtype_from_onnx, storage_nbytes
 from .external import ExternalTensor, _load
+from .reader import from_proto_with_regions, parse_model
 from .wire import WIRE_LEN, varint
 
 __all__ = ["MappedTensor", "load_mapped", "MAP_MIN_BYTES"]
@@ -138,8 +139,6 @@ def load_mapped(path: Path | str) -> Model | None:
     plain protobuf, hard-linked, no large inline weights); the ordinary
     :func:`~graphwright.formats.load` then reads them and reports any error.
     """
-    from .reader import from_proto_with_regions, parse_model
-
     path = Path(path)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:

@@ -25,7 +25,7 @@ import onnx
 
 from ...errors import GraphwrightError, ModelSaveError
 from ...ir import AttrKind, Model, subgraphs
-from .._io import atomic_path
+from ..files import atomic_path
 from .external import ExternalTensor
 from .mapped import MappedTensor
 from .tensors import buffer_len, tensor_buffer

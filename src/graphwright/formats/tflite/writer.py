@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import GraphCheckError, ModelSaveError
 from ...ir import DType, Graph, Model, Node, QuantParams, Value, topological_order
-from .._io import atomic_write_chunks
+from ..files import atomic_write_chunks
 from . import _schema as S
 from ._pack import INLINE_LIMIT, ExternalBlob, PackedBuffer, pack_model
 from .carried import QuantDetails, SignatureDef, TFLiteBuffer

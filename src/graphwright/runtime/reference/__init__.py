@@ -5,12 +5,17 @@ reference kernels (``OpResolverType.BUILTIN_REF``).
 interface as backend ``"reference"`` (option ``rounding``: ``"double"``, the
 reference kernels' two-step requantization, or ``"single"``, which emulates LiteRT's
 default kernels: XNNPACK's float32 requantization of convolutions, its 8-bit QUANTIZE).
-:mod:`.fixedpoint` holds the requantization arithmetic.
+:mod:`.fixedpoint` holds the requantization arithmetic.  The kernels' quantization
+helpers (:func:`quant_of`, :func:`activation_range`, the per-channel multipliers of
+the convolutions) are public here for the layers that describe quantized models
+(``graphwright.extract``).
 """
 
 from __future__ import annotations
 
+from ._common import OpContext, Quant, activation_range, quant_of
 from .backend import ReferenceBackend
+from .conv import channel_multipliers, legacy_multiplier
 from .fixedpoint import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,
@@ -22,9 +27,15 @@ from .interpreter import Interpreter, supported_operators
 
 __all__ = [
     "Interpreter",
+    "OpContext",
+    "Quant",
     "ReferenceBackend",
+    "activation_range",
+    "channel_multipliers",
+    "legacy_multiplier",
     "multiply_by_quantized_multiplier",
     "quantize_multiplier",
+    "quant_of",
     "quantize_multipliers",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ...formats.tflite import read_model
 from ..base import Backend, InputSpec, ModelSource, Session
 from .interpreter import Interpreter
 
@@ -27,8 +28,6 @@ class ReferenceBackend(Backend):
 
     def prepare(self, source: ModelSource, options: Mapping[str, Any]) -> Session:
         self.check_options(options)
-        from ...formats.tflite import read_model
-
         model = read_model(source.data, source.label)
         interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=_flag(options.get("jit")))
         return ReferenceSession(interpreter, source.label)

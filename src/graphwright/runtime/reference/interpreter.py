@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...errors import VerificationError
+from ...formats import load
 from ...ir import Graph, Model, Node, Value
 from ..base import InputSpec, check_feeds
 from . import conv, elementwise, pool, shape_ops  # noqa: F401  (register the kernels)
@@ -52,8 +53,6 @@ class Interpreter:
     def __init__(self, model: Model | str | os.PathLike[str], *, rounding: str = "double",
                  jit: bool | None = None) -> None:
         if isinstance(model, (str, os.PathLike)):
-            from ...formats import load
-
             model = load(model)
         if model.format != "tflite":
             raise VerificationError(

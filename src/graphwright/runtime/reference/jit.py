@@ -61,6 +61,6 @@ def _import_error() -> str | None:
 def kernels() -> ModuleType:
     """The compiled kernels (imports numba on first use; kernels call this on every run,
     so the import statement's lookup is paid once)."""
-    from . import _jit_kernels
+    from . import _jit_kernels  # lazy: numba is optional and slow to import
 
     return _jit_kernels

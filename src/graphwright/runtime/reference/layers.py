@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...formats import load
+from ...formats.tflite import read_model
 from ...ir import Model
 from ..base import ModelSource
 from ..execute import Job, ModelLike, execute
@@ -114,6 +115,4 @@ def compare_layers(
 def _load(source: ModelSource) -> Model:
     if source.path is not None:
         return load(source.path)
-    from ...formats.tflite import read_model
-
     return read_model(source.data, source.label)

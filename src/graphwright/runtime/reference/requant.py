@@ -44,6 +44,8 @@ from types import ModuleType
 
 import numpy as np
 
+from .jit import kernels
+
 __all__ = ["FastRequant", "Float32Requant"]
 
 #: |U| beyond which an 8-bit output is clamped whatever the rounding
@@ -120,8 +122,6 @@ class FastRequant:
 
     def compile(self) -> None:
         """Requantize with the compiled loops from now on (numba must be installed)."""
-        from .jit import kernels
-
         if self.rounding == "double":  # the fix-ups' constants are exactly the kernel's
             m, nudge, half, right, neg = self.params.T
         else:  # one floor shift by 31 + r = a floor shift by 31, then by r
@@ -218,8 +218,6 @@ class Float32Requant:
 
     def compile(self) -> None:
         """Requantize with the compiled loop from now on (numba must be installed)."""
-        from .jit import kernels
-
         self.native = (kernels(), (np.ascontiguousarray(self.bias), np.ascontiguousarray(self.scale),
                                    np.int64(self.zp), np.int64(self.lo), np.int64(self.hi)))
 

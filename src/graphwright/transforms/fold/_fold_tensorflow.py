@@ -2,23 +2,25 @@
 
 The candidate ops are those with a NumPy kernel plus every op TensorFlow
 knows that is stateless and not control flow.  The whole graph is imported
-once and the frontier values (see :mod:`._fold_tf`) are fetched together;
-when TensorFlow fails on one, that node is made non-constant and the
-(cheap) decision pass runs again.  Static-shape folding of ``Shape`` on
+once and the frontier values (see :mod:`._fold_tf`) are fetched together
+(:class:`graphwright.runtime.tensorflow.GraphDefEvaluator`, the one place that
+runs TensorFlow); when TensorFlow fails on one, that node is made non-constant
+and the (cheap) decision pass runs again.  Static-shape folding of ``Shape`` on
 placeholders is a NumPy-backend feature (TensorFlow would ask for the feed).
 """
 
 from __future__ import annotations
 
-import os
-from types import ModuleType
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 from ...errors import BackendUnavailableError, TransformError
+from ...formats import serialize
+from ...formats.graphdef.op_registry import op_def
 from ...ir import Model, Node, Value
 from ...runtime import numpy_tf
+from ...runtime.tensorflow import GraphDefEvaluator, GraphImportError, UnknownTensorError
 from ._fold_tf import NEVER_FOLDED, FoldOptions, FoldOutcome, TfFolder
 
 __all__ = ["fold_with_tensorflow"]
@@ -29,54 +31,33 @@ _NEVER = NEVER_FOLDED | {
     "SymbolicGradient", "FakeParam",
 }
 
-
-def _import_tf() -> ModuleType:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    try:
-        import tensorflow as tf  # type: ignore[import-untyped]
-    except ImportError:
-        raise BackendUnavailableError(
-            "fold_constants(backend=tensorflow) needs TensorFlow: pip install 'graphwright[tf]' "
-            "(or use the default backend=numpy)"
-        ) from None
-    return tf
+_MISSING = (
+    "fold_constants(backend=tensorflow) needs TensorFlow: pip install 'graphwright[tf]' "
+    "(or use the default backend=numpy)"
+)
 
 
-def _tf_can_evaluate() -> Any:
-    from ...formats.graphdef.op_registry import op_def
-
-    def can(op: str) -> bool:
-        if op in numpy_tf.KERNELS:
-            return True
-        definition = op_def(op)
-        return (definition is not None and not definition.is_stateful and op not in _NEVER
-                and not op.startswith("_"))
-
-    return can
+def _tf_can_evaluate(op: str) -> bool:
+    if op in numpy_tf.KERNELS:
+        return True
+    definition = op_def(op)
+    return definition is not None and not definition.is_stateful and op not in _NEVER and not op.startswith("_")
 
 
 def fold_with_tensorflow(model: Model, options: FoldOptions) -> FoldOutcome:
     """Fold ``model.graph`` in place, computing constants with TensorFlow."""
-    tf = _import_tf()
-    from ...formats import serialize
-
-    can = _tf_can_evaluate()
-    graph_def = tf.compat.v1.GraphDef()
-    graph_def.ParseFromString(serialize(model))
-    with tf.Graph().as_default() as tf_graph:
-        try:
-            tf.import_graph_def(graph_def, name="")
-        except Exception as e:  # TF raises ValueError or its own error types
-            raise TransformError(f"fold_constants: TensorFlow cannot import the graph: {_first_line(e)}") from None
+    try:
+        evaluator = GraphDefEvaluator(serialize(model), missing=BackendUnavailableError(_MISSING))
+    except GraphImportError as e:
+        raise TransformError(f"fold_constants: TensorFlow cannot import the graph: {e}") from None
     failures: list[str] = []
     excluded = set(options.exclude_nodes)
-    with tf.compat.v1.Session(graph=tf_graph) as session:
+    with evaluator:
         while True:
             opts = FoldOptions(options.exclude_ops, frozenset(excluded), options.max_bytes)
-            folder = TfFolder(model.graph, opts, can, evaluator=None)
+            folder = TfFolder(model.graph, opts, _tf_can_evaluate, evaluator=None)
             folder.decide()
-            frontier = folder.frontier()
-            values, bad = _fetch(tf, session, tf_graph, frontier, options.max_bytes)
+            values, bad = _fetch(evaluator.evaluate, folder.frontier(), options.max_bytes)
             if not bad:
                 break
             for node, reason in bad:
@@ -87,26 +68,18 @@ def fold_with_tensorflow(model: Model, options: FoldOptions) -> FoldOutcome:
     return outcome
 
 
-def _fetch(tf: ModuleType, session: Any, tf_graph: Any, frontier: list[Value],
+def _fetch(evaluate: Callable[[list[str]], tuple[dict[str, np.ndarray], dict[str, str]]], frontier: list[Value],
            max_bytes: int) -> tuple[dict[Value, np.ndarray], list[tuple[Node, str]]]:
-    """Fetch the frontier in one run; on failure, one value at a time to find the culprits."""
-    if not frontier:
-        return {}, []
+    """The frontier's arrays, and the nodes TensorFlow failed on (or whose result cannot be a constant)."""
+    by_name = {_tensor_name(v): v for v in frontier}
     try:
-        arrays = session.run([_tensor(tf_graph, v) for v in frontier])
-    except tf.errors.OpError:
-        arrays = None
-    if arrays is None:
-        values: dict[Value, np.ndarray] = {}
-        bad: list[tuple[Node, str]] = []
-        for v in frontier:
-            try:
-                values[v] = np.asarray(session.run(_tensor(tf_graph, v)))
-            except tf.errors.OpError as e:
-                assert v.producer is not None
-                bad.append((v.producer, _first_line(e)))
-        return _checked(values, max_bytes, bad)
-    return _checked(dict(zip(frontier, (np.asarray(a) for a in arrays))), max_bytes, [])
+        arrays, failed = evaluate(list(by_name))
+    except UnknownTensorError as e:
+        producer = by_name[e.name].producer
+        assert producer is not None
+        raise TransformError(f"fold_constants: TensorFlow has no tensor for {producer.name!r}: {e}") from None
+    bad = [(_producer(by_name[name]), reason) for name, reason in failed.items()]
+    return _checked({by_name[name]: array for name, array in arrays.items()}, max_bytes, bad)
 
 
 def _checked(values: dict[Value, np.ndarray], max_bytes: int,
@@ -123,14 +96,10 @@ def _checked(values: dict[Value, np.ndarray], max_bytes: int,
     return values, bad
 
 
-def _tensor(tf_graph: Any, value: Value) -> Any:
+def _tensor_name(value: Value) -> str:
+    return f"{_producer(value).name}:{value.index}"
+
+
+def _producer(value: Value) -> Node:
     assert value.producer is not None
-    try:
-        return tf_graph.get_tensor_by_name(f"{value.producer.name}:{value.index}")
-    except (KeyError, ValueError) as e:
-        raise TransformError(f"fold_constants: TensorFlow has no tensor for {value.producer.name!r}: {e}") from None
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(getattr(e, "message", None) or e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__
+    return value.producer

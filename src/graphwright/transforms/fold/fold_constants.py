@@ -47,7 +47,9 @@ from ...ir import Model
 from ...runtime import numpy_tf
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ._fold_tensorflow import fold_with_tensorflow
 from ._fold_tf import FoldOptions, FoldOutcome, TfFolder, numpy_evaluator
+from .onnx_fold_constants import onnx_fold_constants
 
 __all__ = ["fold_constants", "FOLDERS", "DEFAULT_MAX_CONSTANT_BYTES", "fold_tf"]
 
@@ -60,8 +62,6 @@ MAX_LISTED = 5
 def fold_tf(model: Model, options: FoldOptions, backend: str) -> FoldOutcome:
     """Fold the constant sub-graphs of a ``tf``-dialect model in place."""
     if backend == "tensorflow":
-        from ._fold_tensorflow import fold_with_tensorflow
-
         return fold_with_tensorflow(model, options)
     folder = TfFolder(model.graph, options, numpy_tf.KERNELS.__contains__, numpy_evaluator(options.max_bytes))
     folder.decide()
@@ -119,8 +119,6 @@ def fold_constants(
 def _fold_onnx(model: Model, ctx: TransformContext, exclude_op: list[str] | None, exclude_node: list[str] | None,
                max_bytes: int, backend: str) -> TransformResult:
     """ONNX: simplify's folding (NumPy for exact ops, one onnxruntime session per graph)."""
-    from .onnx_fold_constants import onnx_fold_constants
-
     if exclude_op or exclude_node:
         raise TransformError("fold_constants: exclude_op/exclude_node are not supported on ONNX models; "
                              "use graphwright simplify --skip-optimization for finer control")

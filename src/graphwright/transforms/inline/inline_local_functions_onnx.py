@@ -23,6 +23,7 @@ from ...ir import Graph, Model, Node, Value, subgraphs
 from .._onnx import all_graphs
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from .inline_constant_if_onnx import rebind_outputs
 
 __all__ = ["inline_local_functions", "FUNCTIONS_KEY"]
 
@@ -35,6 +36,7 @@ def _calls(functions: list[Any]) -> set[tuple[str, str]]:
 
 
 def _inline_call(model: Model, node: Node) -> None:
+    # lazy: ONNX's inliner imports onnx, which loading the transform registry must not pay for
     from ...formats.onnx.inference import inline_one_call
 
     graph = node.graph
@@ -58,8 +60,6 @@ def _inline_call(model: Model, node: Node) -> None:
     graph.insert_before(node, nodes)
     for moved, inputs in zip(nodes, wiring):
         moved.set_inputs(inputs)
-    from .inline_constant_if_onnx import rebind_outputs
-
     rebind_outputs(graph, node, [binding.get(result, result) for result in outputs])
     graph.remove(node)
 

@@ -33,6 +33,7 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, Tensor, constant_value
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from .quantize_weights_onnx import quantize_onnx_initializers
 
 __all__ = ["DEFAULT_MINIMUM_SIZE", "quantize_min_first", "quantize_weights", "weight_range"]
 
@@ -48,8 +49,6 @@ def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int =
     if minimum_size < 0:
         raise TransformError(f"quantize_weights: minimum_size must be >= 0, got {minimum_size}")
     if model.format == "onnx":
-        from .quantize_weights_onnx import quantize_onnx_initializers
-
         return quantize_onnx_initializers(model, minimum_size=minimum_size)
     graph = model.graph
     quantized = elements = bytes_before = 0
