@@ -15,7 +15,7 @@ from .matcher import Match
 
 __all__ = [
     "single_use", "no_control_edges", "not_graph_io", "same_dtype", "is_constant",
-    "weight_not_shared", "fusable_chain", "why_not_fusable",
+    "weight_not_shared", "fusable_chain", "why_not_fusable", "why_not_closed", "why_not_absorbed",
 ]
 
 
@@ -100,3 +100,38 @@ def why_not_fusable(match: Match, *, check_root: bool = False, shared_inside: bo
 def fusable_chain(match: Match) -> bool:
     """:func:`why_not_fusable` as a boolean, for a rule's ``check=``."""
     return why_not_fusable(match) is None
+
+def why_not_closed(match: Match) -> str | None:
+    """Why the match can't be replaced as a closed sub-graph, or None when it can (the ONNX fusions' check).
+
+    :func:`why_not_fusable` with ``shared_inside=True``: an intermediate may have several readers
+    as long as all of them are in the match (a LayerNorm's centred ``x - mean`` feeds both the
+    variance and the division); it is not a graph input/output and has no control edges.  The
+    root may have control users (they move to the fused node) but no control inputs (the fused
+    node would drop them).  O(uses of the matched nodes).
+    """
+    reason = why_not_fusable(match, shared_inside=True)
+    root = match.root.node
+    if reason is None and root is not None and root.control_inputs:
+        return f"root {root.name!r} ({root.op}) has control inputs"
+    return reason
+
+
+def why_not_absorbed(node: Node) -> str | None:
+    """Why ``node`` can't disappear into a fusion of its single reader, or None when it can.
+
+    For an intermediate of a fusion that copies the control inputs of the nodes it replaces
+    onto the fused node (the Graph Transform Tool's Resize/MirrorPad+Conv2D fusions), so,
+    unlike :func:`why_not_fusable`, control *inputs* are allowed: all the node's outputs
+    together have exactly one reader, none is a graph input or output, and no node waits on it
+    (no control users).  Use it per intermediate in a rule's ``check``.  O(degree of the node).
+    """
+    if not single_use(node):
+        count = sum(out.num_uses for out in node.outputs)
+        return f"intermediate {node.name!r} ({node.op}) has {count} readers, not 1"
+    if not not_graph_io(node):
+        return f"intermediate {node.name!r} ({node.op}) is a graph input/output"
+    if node.control_users:
+        return f"intermediate {node.name!r} ({node.op}) has control users"
+    return None
+

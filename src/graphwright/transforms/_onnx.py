@@ -14,7 +14,8 @@ import numpy as np
 from ..ir import Attr, DType, Graph, Model, Node, Tensor, Value, all_graphs, constant_value, subgraphs
 
 __all__ = [
-    "all_graphs", "const_array", "is_const", "opset", "new_initializer", "bypass", "drop_node",
+    "all_graphs", "const_array", "is_const", "opset_version", "opset", "OPSET_IMPORT", "new_initializer",
+    "bypass", "drop_node",
     "static_shape", "tensor_nbytes", "is_standard", "only_reader", "Names", "STANDARD_DOMAINS",
 ]
 
@@ -27,12 +28,22 @@ def is_standard(node: Node) -> bool:
     return node.domain in STANDARD_DOMAINS
 
 
-def opset(model: Model, domain: str = "") -> int:
-    """The model's opset version for ``domain`` (``""`` and ``"ai.onnx"`` are the same)."""
-    imports = model.meta.get("onnx.opset_import") or {}
-    if domain in STANDARD_DOMAINS:
-        return int(imports.get("", imports.get("ai.onnx", 0)) or 0)
-    return int(imports.get(domain, 0) or 0)
+#: Where the IR keeps an ONNX model's opset imports (``{domain: version}``, in file order).
+OPSET_IMPORT = "onnx.opset_import"
+
+
+def opset_version(model: Model, domain: str = "", *, default: int = 0) -> int:
+    """The model's imported version of ``domain`` (``""`` and ``"ai.onnx"`` are the same), or
+    ``default`` when the model does not import it.  O(1)."""
+    imports = model.meta.get(OPSET_IMPORT) or {}
+    for key in (("", "ai.onnx") if domain in STANDARD_DOMAINS else (domain,)):
+        if key in imports:
+            return int(imports[key] or 0)
+    return default
+
+
+#: The former name of :func:`opset_version`, kept while callers move over.
+opset = opset_version
 
 
 def const_array(value: Value | None) -> np.ndarray | None:

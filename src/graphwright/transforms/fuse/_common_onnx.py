@@ -1,7 +1,9 @@
-"""What the ONNX fusions share: targets, opset look-ups, constant checks and the closed-match check.
+"""What the ONNX fusions share: targets, the ``com.microsoft`` opset import, constant checks, node building.
 
-The fusions themselves live one per file (``onnx_layer_norm``, ``onnx_gelu``,
-``onnx_ort_contrib``).  Each takes ``target``:
+The fusions themselves live one per file (``fuse_layer_norm_onnx``, ``fuse_gelu_onnx``,
+``fuse_ort_contrib_onnx``), each a set of rules run by :func:`graphwright.transforms.rules.apply_rules`
+whose matches are checked with :func:`graphwright.patterns.predicates.why_not_closed`; the opset
+look-up is :func:`graphwright.transforms._onnx.opset_version`.  Each takes ``target``:
 
 ``"standard"`` (default)
     emit only operators of the default ONNX domain (``LayerNormalization`` from
@@ -13,7 +15,7 @@ The fusions themselves live one per file (``onnx_layer_norm``, ``onnx_gelu``,
     ``SkipLayerNormalization`` (with bias), ``FusedMatMul``.  The model gains the
     ``com.microsoft`` opset import (version 1) when one is emitted.
 
-Everything here is O(1) per call (:func:`all_graphs`, re-exported from the IR, is O(N)).
+Everything here is O(1) per call.
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from types import EllipsisType
 import numpy as np
 
 from ...errors import TransformError
-from ...ir import Attr, Graph, Model, Node, Value, all_graphs, constant_value
-from ...patterns import Match, P, Pattern, ReplaceReport, drop_if_unread, why_not_fusable
+from ...ir import Attr, Graph, Model, Node, Value, constant_value
+from ...patterns import P, Pattern, drop_if_unread
+from .._onnx import OPSET_IMPORT
 
 __all__ = [
-    "TARGETS", "STANDARD", "ONNXRUNTIME", "MS_DOMAIN", "check_target", "all_graphs",
-    "opset_version", "require_ms_domain", "scalar", "near", "why_not_closed", "collect", "new_node",
-    "drop_unused_constants", "std_op",
+    "TARGETS", "STANDARD", "ONNXRUNTIME", "MS_DOMAIN", "check_target", "require_ms_domain", "scalar", "near",
+    "new_node", "drop_unused_constants", "std_op",
 ]
 
 STANDARD = "standard"
@@ -39,8 +41,6 @@ TARGETS = (STANDARD, ONNXRUNTIME)
 #: onnxruntime's contrib operator domain, and the version its operators are registered under.
 MS_DOMAIN = "com.microsoft"
 MS_DOMAIN_VERSION = 1
-_OPSET_KEY = "onnx.opset_import"
-_STANDARD_DOMAINS = ("", "ai.onnx")
 
 
 def std_op(op: str, *inputs: Pattern | EllipsisType, commutative: bool = False, name: str | None = None) -> P:
@@ -56,20 +56,12 @@ def check_target(transform: str, target: str) -> str:
     return target
 
 
-def opset_version(model: Model, domain: str = "") -> int:
-    """The model's imported version of ``domain`` (0 when not imported)."""
-    imports = model.meta.get(_OPSET_KEY) or {}
-    if domain in _STANDARD_DOMAINS:
-        return int(imports.get("", imports.get("ai.onnx", 0)) or 0)
-    return int(imports.get(domain, 0) or 0)
-
-
 def require_ms_domain(model: Model) -> None:
     """Add the ``com.microsoft`` opset import if the model lacks it (kept in file order)."""
-    imports = dict(model.meta.get(_OPSET_KEY) or {})
+    imports = dict(model.meta.get(OPSET_IMPORT) or {})
     if MS_DOMAIN not in imports:
         imports[MS_DOMAIN] = MS_DOMAIN_VERSION
-        model.meta[_OPSET_KEY] = imports
+        model.meta[OPSET_IMPORT] = imports
 
 
 def scalar(value: Value | None) -> float | None:
@@ -87,29 +79,6 @@ def near(value: Value | None, expected: float, rtol: float = 1e-3) -> bool:
     """A one-element constant within ``rtol`` of ``expected``."""
     got = scalar(value)
     return got is not None and bool(np.isclose(got, expected, rtol=rtol, atol=0.0))
-
-
-def why_not_closed(match: Match) -> str | None:
-    """Why the match's intermediates can't be removed, or None when they can:
-    :func:`graphwright.patterns.why_not_fusable` with readers shared inside the match
-    allowed, and a root without control inputs."""
-    reason = why_not_fusable(match, shared_inside=True)
-    root = match.root.node
-    if reason is None and root is not None and root.control_inputs:
-        return f"root {root.name!r} ({root.op}) has control inputs"
-    return reason
-
-
-def collect(reports: Iterable[ReplaceReport], stats: dict[str, int], notes: list[str]) -> None:
-    """Add the reports' per-rule counts to ``stats`` and their skip/refusal reasons to ``notes``."""
-    for report in reports:
-        for name, count in report.by_rule.items():
-            stats[name] = stats.get(name, 0) + count
-        for outcome in report.skipped + report.refused:
-            if outcome.reason:
-                note = f"{outcome.node} ({outcome.op}): {outcome.reason}"
-                if note not in notes:
-                    notes.append(note)
 
 
 def new_node(op: str, inputs: list[Value | None], like: Node, *, domain: str = "",

@@ -2,8 +2,8 @@
 
 Runs ``fuse_resize_pad_and_conv``, then ``fuse_resize_and_conv``, then
 ``fuse_pad_and_conv`` (longest chain first, so a resize+pad+conv chain becomes
-one op rather than a resize left over), and sums their counters.  Cost: three
-O(N) sweeps.
+one op rather than a resize left over), and sums their counters: their three rule
+sets in one :func:`~graphwright.transforms.rules.apply_rules` run.  Cost: three O(N) sweeps.
 """
 
 from __future__ import annotations
@@ -20,11 +20,4 @@ ORDER = ((True, True), (True, False), (False, True))
 @transform("fuse_convolutions", dialects={"tf"})
 def fuse_convolutions(model: Model, ctx: TransformContext) -> TransformResult:
     """Run fuse_resize_pad_and_conv, fuse_resize_and_conv and fuse_pad_and_conv."""
-    total = TransformResult()
-    for resize, pad in ORDER:
-        step = fuse_convolution_chains(model, resize=resize, pad=pad)
-        total.changed |= step.changed
-        total.notes.extend(step.notes)
-        for key, count in step.stats.items():
-            total.stats[key] = total.stats.get(key, 0) + count
-    return total
+    return fuse_convolution_chains(model, ORDER)

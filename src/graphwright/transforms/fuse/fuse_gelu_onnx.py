@@ -37,22 +37,12 @@ import math
 
 from ...ir import Attr, DType, Model, Value
 from ...patterns import ANY, CONST, Match, Pattern, Replacement, RuleSet, Skip
+from ...patterns.predicates import why_not_closed
+from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
-from ._common_onnx import (
-    MS_DOMAIN,
-    ONNXRUNTIME,
-    STANDARD,
-    all_graphs,
-    check_target,
-    collect,
-    near,
-    new_node,
-    opset_version,
-    require_ms_domain,
-    std_op,
-    why_not_closed,
-)
+from ..rules import apply_rules, result_of
+from ._common_onnx import MS_DOMAIN, ONNXRUNTIME, STANDARD, check_target, near, new_node, require_ms_domain, std_op
 
 __all__ = ["fuse_gelu", "MIN_OPSET"]
 
@@ -135,9 +125,6 @@ def fuse_gelu(model: Model, ctx: TransformContext, *, target: str = STANDARD) ->
         rules.add(pattern, tanh_rule, name=f"gelu_tanh_{i}")
     for i, pattern in enumerate(_outer_forms(_ERF_ONE_PLUS)):
         rules.add(pattern, erf_rule, name=f"gelu_erf_{i}")
-    stats: dict[str, int] = {}
-    notes: list[str] = []
-    for graph in all_graphs(model):
-        collect([rules.apply(graph)], stats, notes)
-    stats["fused"] = sum(stats.values())
-    return TransformResult(stats["fused"] > 0, stats, notes)
+    report = apply_rules(model, [rules])
+    stats = {**report.by_rule, "fused": report.applied}
+    return result_of(report, stats=stats)

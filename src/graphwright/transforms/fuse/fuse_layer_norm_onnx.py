@@ -33,22 +33,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Attr, Model, Node, Value, constant_value
-from ...patterns import ANY, CONST, Match, Replacement, RuleSet, Skip
+from ...ir import Attr, Model, Node, Value, all_graphs, constant_value
+from ...patterns import ANY, CONST, Match, Replacement, ReplaceReport, RuleSet, Skip
+from ...patterns.predicates import why_not_closed
+from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
-from ._common_onnx import (
-    STANDARD,
-    all_graphs,
-    check_target,
-    collect,
-    drop_unused_constants,
-    new_node,
-    opset_version,
-    scalar,
-    std_op,
-    why_not_closed,
-)
+from ..rules import apply_rules, result_of
+from ._common_onnx import STANDARD, check_target, drop_unused_constants, new_node, scalar, std_op
 
 __all__ = ["fuse_layer_norm", "MIN_OPSET"]
 
@@ -218,10 +210,8 @@ def fuse_layer_norm(model: Model, ctx: TransformContext, *, target: str = STANDA
         for name, pattern in forms:
             rules.add(pattern, rule, name=name)
         sweeps.append(rules)
-    stats: dict[str, int] = {}
-    notes: list[str] = []
-    for graph in all_graphs(model):
-        collect((rules.apply(graph) for rules in sweeps), stats, notes)
+    report = ReplaceReport()
+    for graph in all_graphs(model):  # graph by graph: the axes a fusion stopped reading go with their graph
+        report.merge(apply_rules(model, sweeps, graphs=[graph]))
         drop_unused_constants(graph, dropped)
-    stats["fused"] = sum(stats.values())
-    return TransformResult(stats["fused"] > 0, stats, notes)
+    return result_of(report, stats={**report.by_rule, "fused": report.applied})

@@ -40,22 +40,13 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Attr, DType, Model, Node, Value
-from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip, no_control_edges
+from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip
+from ...patterns.predicates import no_control_edges, not_graph_io, single_use, why_not_closed
+from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
-from ._common_onnx import (
-    MS_DOMAIN,
-    ONNXRUNTIME,
-    STANDARD,
-    all_graphs,
-    check_target,
-    collect,
-    new_node,
-    opset_version,
-    require_ms_domain,
-    scalar,
-    why_not_closed,
-)
+from ..rules import apply_rules, result_of
+from ._common_onnx import MS_DOMAIN, ONNXRUNTIME, STANDARD, check_target, new_node, require_ms_domain, scalar
 
 __all__ = ["fuse_ort_contrib", "CONV_ACTIVATIONS"]
 
@@ -213,9 +204,9 @@ def _skip_layer_norm(model: Model) -> Rule:
         if bias_add is not None:
             node = bias_add.node
             assert node is not None
-            if node.output.num_uses != 1 or node.output.is_graph_output or not no_control_edges(node):
+            if not (single_use(node) and not_graph_io(node) and no_control_edges(node)):
                 return m.skip(f"bias sum {node.name!r} is read outside the pattern or has control edges")
-        if add.output.is_graph_output or not no_control_edges(add) or ln.control_inputs:
+        if not not_graph_io(add) or not no_control_edges(add) or ln.control_inputs:
             return m.skip(f"residual sum {add.name!r} is a graph output or has control edges")
         if any(out.num_uses or out.is_graph_output for out in ln.outputs[1:]):
             return m.skip(f"{ln.name!r} has its mean/inverse-std outputs read")
@@ -308,9 +299,5 @@ def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STAND
         return TransformResult(False, {"fused": 0}, [
             "fuse_ort_contrib: standard ONNX has no fused Conv/MatMul/bias/residual operators; "
             "pass target=onnxruntime to emit com.microsoft contrib ops"])
-    stats: dict[str, int] = {}
-    notes: list[str] = []
-    for graph in all_graphs(model):
-        collect([rules.apply(graph) for rules in _sweeps(model)], stats, notes)
-    stats["fused"] = sum(stats.values())
-    return TransformResult(stats["fused"] > 0, stats, notes)
+    report = apply_rules(model, _sweeps(model))
+    return result_of(report, stats={**report.by_rule, "fused": report.applied})

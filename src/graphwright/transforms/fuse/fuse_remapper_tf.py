@@ -26,7 +26,8 @@ The fused node takes the root's name (as Grappler does), so fetch names keep wor
 ``_FusedDepthwiseConv2dNative`` and ``_FusedBatchNormEx`` are not produced: TensorFlow runs them
 only with oneDNN enabled.
 
-Cost: each sweep is O(N) (rules indexed by root op) plus O(1) per fusion; four sweeps.
+Cost: each sweep is O(N) (rules indexed by root op) plus O(1) per fusion; three sweeps (Add into
+BiasAdd, the chains with an activation, those without), run by :func:`graphwright.transforms.rules.apply_rules`.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ import numpy as np
 from ...formats.graphdef.op_registry import op_def
 from ...ir import Attr, AttrKind, DType, Model, Node
 from ...patterns import ANY, CONST, Match, P, Replacement, RuleSet, Skip, why_not_fusable
+from .._channels import channel_count, node_of, output_channel_axis, per_channel, value_name
 from ..context import TransformContext
-from ..fold.batch_norms import channel_count, node_of, output_channel_axis, per_channel, value_name
 from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
 
 __all__ = ["CONV_ACTIVATIONS", "MATMUL_ACTIVATIONS", "fuse_remapper"]
 
@@ -194,13 +196,8 @@ def _rule_sets() -> list[RuleSet]:
 @transform("fuse_remapper", dialects={"tf"})
 def fuse_remapper(model: Model, ctx: TransformContext) -> TransformResult:
     """Fuse Conv2D/MatMul + BiasAdd/FusedBatchNorm (+ activation) into _FusedConv2D/_FusedMatMul."""
-    stats: dict[str, int] = {}
-    notes: list[str] = []
-    for rules in _rule_sets():
-        report = rules.apply(model.graph)
-        for name, count in report.by_rule.items():
-            stats[name] = stats.get(name, 0) + count
-        notes += [f"{o.node} ({o.op}): {o.reason}" for o in report.skipped + report.refused if o.reason]
-    fused = sum(v for k, v in stats.items() if k != "add_to_bias_add")
-    stats["fused"] = fused
-    return TransformResult(bool(fused or stats.get("add_to_bias_add")), stats, list(dict.fromkeys(notes)))
+    report = apply_rules(model, _rule_sets(), subgraphs=False)
+    stats = dict(report.by_rule)
+    stats["fused"] = sum(v for k, v in stats.items() if k != "add_to_bias_add")
+    # changed when anything was rewritten, an Add turned into a BiasAdd included
+    return result_of(report, stats=stats, changed=report.applied > 0)

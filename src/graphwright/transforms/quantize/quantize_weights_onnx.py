@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, DType, Model, Node, Tensor, Value
+from .._onnx import opset_version
 from ..registry import TransformResult
 
 __all__ = ["quantize_onnx_initializers", "symmetric_int8"]
@@ -41,7 +42,7 @@ def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np
 
 def quantize_onnx_initializers(model: Model, *, minimum_size: int) -> TransformResult:
     """The ONNX side of ``quantize_weights`` (see the module docstring)."""
-    opset = int(dict(model.meta.get("onnx.opset_import", {})).get("", PER_CHANNEL_OPSET))
+    opset = opset_version(model, default=PER_CHANNEL_OPSET)  # none imported: as before, assume 13
     if opset < 10:
         return TransformResult(False, {"initializers_quantized": 0},
                                [f"opset {opset} has no DequantizeLinear (needs 10); nothing quantized"])
