@@ -101,6 +101,7 @@ def fusable_chain(match: Match) -> bool:
     """:func:`why_not_fusable` as a boolean, for a rule's ``check=``."""
     return why_not_fusable(match) is None
 
+
 def why_not_closed(match: Match) -> str | None:
     """Why the match can't be replaced as a closed sub-graph, or None when it can (the ONNX fusions' check).
 
