@@ -222,7 +222,11 @@ def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: b
            skip: Container[str] = ()) -> ReplaceReport:
     report = ReplaceReport()
     claimed: set[Node] = set()
+    candidates = matcher.candidates
     for node in graph:
+        if not candidates(node.op):  # no rule roots at this op: one dictionary look-up
+            report.stats.nodes += 1
+            continue
         for rule, m in matcher.match(node, exclude=claimed, stats=report.stats):
             if skip and rule.name in skip:
                 continue
