@@ -20,6 +20,7 @@ from ..calibrate import (
     random_samples,
 )
 from ..errors import VerificationError
+from ..formats.files import same_file
 from ..runtime import input_specs
 
 #: Random samples run when neither --data nor --num is given.
@@ -51,6 +52,9 @@ def _names(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if same_file(args.logged_graph, args.log_out):  # through symbolic and hard links too
+        raise VerificationError(f"refusing to overwrite the input {args.logged_graph} with the log; "
+                                "choose another log path")
     specs = input_specs(args.logged_graph)
     wanted = _names(args.inputs)
     if wanted:

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import TransformError
+from ..formats.files import same_file
 from ..runtime import input_specs
 from ..simplify import SimplifyReport, parse_input_shapes, parse_size, simplify
 from ..simplify.options import skippable_names
@@ -77,8 +78,9 @@ def _size_limit(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    if os.path.abspath(args.input) == os.path.abspath(args.output):
-        raise TransformError(f"refusing to overwrite the input {args.input}; choose another output path")
+    if same_file(args.input, args.output):  # through symbolic and hard links too
+        raise TransformError(f"refusing to overwrite the input {args.input} (the output {args.output} is the same "
+                             "file); choose another output path")
     if args.check < 0:
         raise TransformError(f"--check needs a count of at least 0, got {args.check}")
     skip_all = args.skip is not None and len(args.skip) == 0

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from .. import formats
 from ..errors import TransformError
+from ..formats.files import same_file
 from ..transforms import PipelineReport, run_pipeline
 from ._console import human_bytes, print_refusals, stderr, stdout
 
@@ -46,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     dst = args.output or args.out_graph
     if not src or not dst:
         raise TransformError("transform needs an input and an output file (INPUT OUTPUT or --in_graph/--out_graph)")
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise TransformError(f"refusing to overwrite the input {src}; choose another output path")
+    if same_file(src, dst):  # through symbolic and hard links too
+        raise TransformError(f"refusing to overwrite the input {src} (the output {dst} is the same file); "
+                             "choose another output path")
     start = time.perf_counter()
     model = formats.load(src)
     nodes_before = len(model.graph)

@@ -39,9 +39,12 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
     if not isinstance(model, Model):
         model = load(model)
     target = Path(outdir)
+    if model.source_path is not None and _holds(target, Path(model.source_path)):
+        raise GraphwrightError(f"{outdir} holds the input model {model.source_path}; extract into another folder")
     if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
         raise GraphwrightError(f"{target} exists and is not an empty folder; choose another or allow overwriting")
     manifest, entries = build_manifest(model)
+    target = target.resolve()  # the temporary folder goes beside it, never inside ("." included)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
@@ -64,3 +67,12 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest
+
+
+def _holds(folder: Path, file: Path) -> bool:
+    """``file`` is ``folder`` itself or lies somewhere inside it (links resolved)."""
+    try:
+        where, what = folder.resolve(), file.resolve()
+    except OSError:
+        return False
+    return what == where or where in what.parents

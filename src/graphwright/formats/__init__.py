@@ -16,9 +16,9 @@ import os
 from pathlib import Path
 from types import ModuleType
 
-from ..errors import ModelLoadError, ModelSaveError
+from ..errors import ModelLoadError
 from ..ir import Model
-from .files import read_bytes
+from .files import read_bytes, refuse_overwrite
 
 __all__ = ["load", "save", "serialize", "detect_format"]
 
@@ -81,19 +81,12 @@ def load(path: str | os.PathLike[str], *, format: str | None = None) -> Model:
 def save(model: Model, path: str | os.PathLike[str]) -> None:
     """Write ``model`` in its own format, atomically (the destination is never half-written)."""
     p = Path(path)
-    if model.source_path is not None and _same_file(model.source_path, p) and model.format == "onnx":
-        # External data of the source may still be read lazily: never write over it in place.
-        raise ModelSaveError(f"refusing to overwrite the input model {p}; write to another path")
+    # The input is never changed: not through a symbolic or hard link either (and ONNX weights
+    # may still be read lazily from it).  The ONNX writer also checks its external data file.
+    refuse_overwrite(p, [model.source_path])
     _module(model.format).save(model, p)
 
 
 def serialize(model: Model) -> bytes:
     """The model's file content as bytes (ONNX models over 2 GB cannot be serialized in memory)."""
     return _module(model.format).serialize(model)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False

@@ -11,6 +11,14 @@ already keeps tensors outside (it was loaded that way), or when the file would
 exceed protobuf's 2 GB limit (``size_limit``).  Then every initializer of at
 least ``external_min_bytes`` bytes goes to ``<model file name>.data`` beside
 the model, with a relative ``location``.
+
+Model and data stay a consistent pair whatever happens: when ``<name>.data``
+exists already (a model at the destination may be reading it), the new data
+goes to the first free ``<name>.N.data``; it is renamed into place before the
+model, and the old data file is removed only after the new model is in place.
+A kill at any point leaves the old model with its old data or the new model
+with its new data, never a mix.  Nothing the model being saved reads is ever
+written over (its own file, its external data, through any link).
 """
 
 from __future__ import annotations
@@ -18,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -25,7 +35,8 @@ import onnx
 
 from ...errors import GraphwrightError, ModelSaveError
 from ...ir import AttrKind, Model, subgraphs
-from ..files import atomic_path
+from .. import files
+from ..files import atomic_path, refuse_overwrite, same_file
 from .external import ExternalTensor
 from .mapped import MappedTensor
 from .tensors import buffer_len, tensor_buffer
@@ -62,13 +73,18 @@ def save(
     model cannot fit, or on any write failure.
     """
     path = Path(path)
-    location = data_file_name(path)
+    files_read = _files_read(model)
+    refuse_overwrite(path, files_read)
     try:
+        location = data_file_name(path)
         external = external_data if external_data is not None else _has_external_tensors(model)
+        if external:
+            location = _data_location(path, files_read)
         parts = Builder(model, external=external, min_bytes=external_min_bytes, data_location=location).parts()
         blobs = _Blobs(parts)
         if blobs.total > size_limit and not external and external_data is None:
             external = True
+            location = _data_location(path, files_read)
             parts = Builder(model, external=True, min_bytes=external_min_bytes, data_location=location).parts()
             blobs = _Blobs(parts)
         size = blobs.total
@@ -87,6 +103,9 @@ def save(
                 with open(tmp_model, "wb") as f:
                     _write_parts(parts, blobs, f)
                     _sync(f)
+        # Both files are in place (the data first, under a name no previous model reads, then the
+        # model): a kill at any point left an old or a new model, each with its own data.
+        _remove_old_data(path, location if parts.external else None, files_read)
     except ModelSaveError:
         raise
     except OSError as e:
@@ -131,25 +150,65 @@ def _is_external(source: object) -> bool:
     return isinstance(source, ExternalTensor) and not isinstance(source, MappedTensor)
 
 
-def _has_external_tensors(model: Model) -> bool:
+def _tensor_sources(model: Model) -> Iterator[object]:
+    """The ``source`` of every tensor of the model (initializers and tensor attributes, all graphs)."""
     stack = [model.graph]
     while stack:
         graph = stack.pop()
         for value in graph.initializers:
-            if value.const is not None and _is_external(value.const.source):
-                return True
+            if value.const is not None:
+                yield value.const.source
         for node in graph:
             for attr in node.attrs.values():
                 if attr.kind is AttrKind.TENSOR:
-                    tensors = (attr.value,)
+                    yield attr.value.source
                 elif attr.kind is AttrKind.TENSORS:
-                    tensors = attr.value
-                else:
-                    continue
-                if any(_is_external(t.source) for t in tensors):
-                    return True
+                    yield from (t.source for t in attr.value)
             stack.extend(subgraphs(node))
-    return False
+
+
+def _has_external_tensors(model: Model) -> bool:
+    return any(_is_external(source) for source in _tensor_sources(model))
+
+
+def _files_read(model: Model) -> set[Path]:
+    """The files the model's tensors are still read from (its own file, its external data)."""
+    found = {source.path for source in _tensor_sources(model) if isinstance(source, ExternalTensor)}
+    if model.source_path is not None:
+        found.add(Path(model.source_path))
+    return found
+
+
+def _data_location(path: Path, taken: set[Path]) -> str:
+    """The external data file name for a save to ``path``: ``<name>.data`` unless a file of that
+    name exists (a model already there may be reading it), then ``<name>.1.data``, ``.2``... —
+    the first free one.  Never a file the model being saved reads."""
+    base = data_file_name(path)
+    candidates = [base] + [f"{path.name}.{i}.data" for i in range(1, 1000)]
+    for name in candidates:
+        candidate = path.with_name(name)
+        if not os.path.lexists(candidate) and not any(same_file(candidate, f) for f in taken):
+            return name
+    raise ModelSaveError(f"cannot save {path}: {len(candidates)} data files named after it already exist; "
+                         "remove the old ones")
+
+
+def _remove_old_data(path: Path, keep: str | None, files_read: set[Path]) -> None:
+    """After the new model is in place, remove the data files earlier saves to ``path`` wrote
+    (``<name>.data``, ``<name>.N.data``) that it no longer reads."""
+    pattern = re.compile(rf"^{re.escape(path.name)}(\.\d+)?\.data$")
+    try:
+        names = os.listdir(path.parent if str(path.parent) else ".")
+    except OSError:
+        return
+    for name in names:
+        old = path.with_name(name)
+        if name == keep or not pattern.match(name) or any(same_file(old, f) for f in files_read):
+            continue
+        if files.on_step is not None:
+            files.on_step(f"remove {name}")
+        with contextlib.suppress(OSError):
+            os.unlink(old)
 
 
 class _Blobs:
