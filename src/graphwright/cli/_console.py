@@ -9,12 +9,29 @@ from rich.console import Console
 from rich.markup import escape
 
 
+class _Console(Console):
+    """A rich console that lets a closed pipe reach ``main`` (rich would exit with 1)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+#: Width of tables when stdout is not a terminal: wide enough that nothing is cut or wrapped.
+PIPE_WIDTH = 100_000
+
+
 def stdout() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    """Results.  In a terminal, tables fit its width (long names shortened, ``--json`` has them
+    whole); in a pipe or a file nothing is ever cut: every line is as long as its content."""
+    console = _Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:
+        console = _Console(highlight=False, soft_wrap=False, width=PIPE_WIDTH)
+    return console
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return _Console(stderr=True, highlight=False)
 
 
 def human_bytes(n: int | None) -> str:

@@ -19,7 +19,7 @@ from ._console import stdout
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("compare", help="run two models on the same inputs and report max abs/rel error")
-    p.add_argument("model_a")
+    p.add_argument("model_a", help="the first model (.pb/.pbtxt, .onnx or .tflite)")
     p.add_argument("model_b", nargs="?", help="the second model (with --layers: optional, default the same file)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|FILE.npz",

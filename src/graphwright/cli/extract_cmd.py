@@ -13,8 +13,8 @@ from ._console import stdout
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("extract", help="write every constant tensor (.npy or a C header) and a manifest")
-    p.add_argument("model")
-    p.add_argument("outdir")
+    p.add_argument("model", help="a .tflite, .onnx or .pb/.pbtxt file")
+    p.add_argument("outdir", help="folder to write (created; must be empty or new unless --force)")
     p.add_argument("--format", choices=FORMATS, default="npy", help="npy files (default) or one C header")
     p.add_argument("--force", action="store_true", help="replace OUTDIR if it exists and is not empty")
     p.set_defaults(run=run)

@@ -10,6 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from .. import formats
+from ..errors import GraphwrightError
 from ..inspect import GraphSummary, summarize
 from ..inspect.tflite_detail import render_tflite_detail, tflite_detail
 from ..transforms import PRESETS, all_transforms
@@ -31,7 +32,7 @@ def add_parsers(sub: Any) -> None:
 def run_summarize(args: argparse.Namespace) -> int:
     path = args.model or args.in_graph
     if not path:
-        raise SystemExit("graphwright: error: summarize needs a model file")
+        raise GraphwrightError("summarize needs a model file (see 'graphwright summarize --help')")
     model = formats.load(path)
     summary = summarize(model, os.path.getsize(path))
     detail = tflite_detail(model) if model.format == "tflite" else None

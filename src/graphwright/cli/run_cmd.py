@@ -38,7 +38,7 @@ NATIVE = frozenset({"litert", "litert-ref", "onnxruntime", "tensorflow"})
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a model once (reference interpreter or a runtime); save, trace, compare")
-    p.add_argument("model")
+    p.add_argument("model", help="the model to run (.tflite, .onnx or .pb/.pbtxt)")
     p.add_argument("--engine", choices=ENGINES, help="runtime (default: by format; 'reference' for TFLite only)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy|FILE.npz",
                    help="user data for an input (repeatable); missing inputs get seeded random values")

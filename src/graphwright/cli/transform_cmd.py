@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     model = formats.load(src)
     nodes_before = len(model.graph)
+    err = stderr()  # progress only on a terminal: nothing at all on stderr otherwise
     with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=stderr(), transient=True, disable=args.quiet or args.json) as progress:
+                  console=err, transient=True, disable=args.quiet or args.json or not err.is_terminal) as progress:
         task = progress.add_task("transforming", total=None)
 
         def on_step(i: int, total: int, text: str) -> None:
