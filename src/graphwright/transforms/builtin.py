@@ -21,8 +21,9 @@ from .compat import add_default_attributes_tf, backport_concatv2_tf, backport_te
 from .debug import insert_logging  # noqa: F401
 from .device import devices  # noqa: F401
 from .fold import (  # noqa: F401
-    batch_norms,
+    fold_batch_norms,
     fold_constants,
+    fold_old_batch_norms,
     fold_symbolic_shapes_onnx,
     infer_shapes_onnx,
     onnx_fold_constants,

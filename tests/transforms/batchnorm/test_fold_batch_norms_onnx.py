@@ -12,7 +12,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import graphwright as gw  # noqa: E402
-import graphwright.transforms.fold.batch_norms  # noqa: E402 - registers the transform
+import graphwright.transforms.fold.fold_batch_norms  # noqa: E402 - registers the transform
 
 R = np.random.default_rng(0)
 

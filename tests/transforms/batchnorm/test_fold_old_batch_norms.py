@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.tf
 tg = pytest.importorskip("tests.transforms.batchnorm.tfgraphs")
-import graphwright.transforms.fold.batch_norms  # noqa: E402, F401 - registers the transforms
+import graphwright.transforms.fold.fold_old_batch_norms  # noqa: E402, F401 - registers the transform
 from tests import tf_oracle  # noqa: E402
 
 tf, raw = tg.tf, tg.tf.raw_ops

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import graphwright as gw
-import graphwright.transforms.fold.batch_norms
+import graphwright.transforms.fold.fold_batch_norms
+import graphwright.transforms.fold.fold_old_batch_norms
 import graphwright.transforms.fuse.fuse_remapper_tf
 from graphwright.ir import Model, constant_value
 

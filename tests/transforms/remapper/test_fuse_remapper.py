@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.tf
 tg = pytest.importorskip("tests.transforms.batchnorm.tfgraphs")
-import graphwright.transforms.fold.batch_norms  # noqa: E402
+import graphwright.transforms.fold.fold_old_batch_norms  # noqa: E402
 import graphwright.transforms.fuse.fuse_remapper_tf  # noqa: E402, F401
 
 tf, raw = tg.tf, tg.tf.raw_ops

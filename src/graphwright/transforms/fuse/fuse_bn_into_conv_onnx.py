@@ -13,130 +13,141 @@ ConvTranspose scales ``W[:, o mod (C_out/group)]`` of each group instead
 ``beta = 1``.  Everything is computed in float64 and stored in the weight's
 dtype.
 
-Refused (the node is left as it is): a BatchNormalization in training mode or
-with its running-statistics outputs read; statistics that are not constants;
-a Conv output read by anything else or a graph output; a weight that is not a
-constant read only by this node (a shared weight would have to be copied, and
-another reader would see it scaled); float weights only.  A shared bias is
-not modified: the new bias is a new initializer.  All graphs; O(N + E) plus
-the weights' sizes.
+One rule of the rewrite engine, rooted at the BatchNormalization: the contraction is the
+match's boundary (``ANY``), edited in place (its weight keeps its name and place, a private
+bias too) while the BatchNormalization is bypassed, so its output name survives when it is a
+graph output.  A chain ``Conv → BN → BN`` folds in one sweep, in graph order.
+
+Refused, with the reason in the result (the node is left as it is): a BatchNormalization in
+training mode or with its running-statistics outputs read; statistics that are not constants;
+a Conv output read by anything else or a graph output; a weight that is not a constant read
+only by this node (a shared weight would have to be copied, and another reader would see it
+scaled); float weights only.  A shared bias is not modified: the new bias is a new
+initializer.  All graphs; O(N + E) plus the weights' sizes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Attr, Model, Node, Tensor, Value, set_constant_value, topological_order
-from .._channels import FLOAT_KINDS, out_channels, scale_out_channels
-from .._onnx import Names, all_graphs, bypass, const_array, is_standard, new_initializer, only_reader
+from ...ir import Attr, Model, Node, Value
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
+from ...patterns.predicates import not_graph_io, single_use
+from .._channels import FLOAT_KINDS, out_channels, private_weight, scale_out_channels, set_bias, set_weight
+from .._onnx import Names, const_array, is_standard
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
 
-__all__ = ["fuse_bn_into_conv", "own_weight", "set_bias"]
+__all__ = ["fuse_bn_into_conv"]
 
 _PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm"})
 
 
-def own_weight(value: Value | None) -> np.ndarray | None:
-    """The constant array of ``value`` when only one node reads it (a private weight), else None."""
-    if value is None or value.num_uses != 1 or value.is_graph_output or value.is_graph_input:
-        return None
-    array = const_array(value)
-    return array if array is not None and array.dtype in FLOAT_KINDS else None
+def _from_contraction(value: Value) -> bool:
+    """``value`` is produced by a standard-domain Conv, ConvTranspose or Gemm."""
+    node = value.producer
+    return node is not None and node.op in _PRODUCERS and is_standard(node)
 
 
-def set_weight(node: Node, index: int, array: np.ndarray) -> None:
-    """Give the node's private constant input ``index`` new data (keeps its name)."""
-    value = node.input(index)
-    set_constant_value(value, Tensor.from_numpy(array, value.dtype))
+#: BatchNormalization(Conv|ConvTranspose|Gemm(...), γ, β, μ, σ²): the contraction stays outside
+#: the match (it is edited, not replaced).
+_BN = P("BatchNormalization", ANY(name="y", where=_from_contraction), ..., name="bn", domain="")
 
 
-def set_bias(node: Node, index: int, bias: np.ndarray, names: Names) -> None:
-    """Make input ``index`` of ``node`` the constant ``bias``: in place if private, else a new initializer."""
-    graph = node.graph
-    assert graph is not None
-    current = node.inputs[index] if len(node.inputs) > index else None
-    if current is not None and own_weight(current) is not None:
-        set_constant_value(current, Tensor.from_numpy(bias, current.dtype))
-        return
-    value = new_initializer(graph, bias, f"{node.name or node.op}_bias", names)
-    inputs = list(node.inputs) + [None] * (index + 1 - len(node.inputs))
-    inputs[index] = value
-    node.set_inputs(inputs)
-
-
-def _bn_params(bn: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    if len(bn.inputs) != 5 or bn.attr("training_mode", 0) or bn.attr("is_test", 1) == 0 or bn.attr("spatial", 1) != 1:
-        return None
+def _bn_params(bn: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
+    """``(s, β, μ)`` in float64 of an inference batch norm with constant statistics, or why not."""
+    if len(bn.inputs) != 5:
+        return f"it has {len(bn.inputs)} inputs, not 5"
+    if bn.attr("training_mode", 0) or bn.attr("is_test", 1) == 0 or bn.attr("spatial", 1) != 1:
+        return "it is in training mode or not spatial"
     if any(v.num_uses or v.is_graph_output for v in bn.outputs[1:]):
-        return None
+        return "its running statistics are read; they would be lost"
     arrays = [const_array(v) for v in bn.inputs[1:]]
     if any(a is None or a.ndim != 1 or a.dtype not in FLOAT_KINDS for a in arrays):
-        return None
+        return "its statistics are not 1-D float constants"
     gamma, beta, mean, var = (a.astype(np.float64) for a in arrays)  # type: ignore[union-attr]
     if not len(gamma) == len(beta) == len(mean) == len(var):
-        return None
+        return "its statistics differ in length"
     scale = gamma / np.sqrt(var + float(bn.attr("epsilon", 1e-5)))
-    return scale, beta, mean, gamma
+    return scale, beta, mean
 
 
-def _fuse(node: Node, bn: Node, names: Names) -> bool:
+def _why_not_private(m: Match, node: Node) -> str | None:
+    """The contraction can be edited for the batch norm alone: same graph, one output, read only by it."""
+    y = node.outputs[0]
+    if node.graph is not m.graph:  # a body's match reaching into the enclosing graph
+        return f"the {node.op} producing {y.name!r} is in an enclosing graph"
+    if len(node.outputs) != 1:
+        return f"the {node.op} producing {y.name!r} has {len(node.outputs)} outputs"
+    if not (single_use(y) and not_graph_io(y)):
+        return f"{y.name!r} is also read elsewhere or is a graph output"
+    return None
+
+
+def _fold(m: Match, names: Names) -> Replacement | Skip:
+    bn = m.node
+    assert bn is not None
+    y = m["y"].value
+    assert y is not None and y.producer is not None
+    node = y.producer
+    reason = _why_not_private(m, node)
+    if reason:
+        return m.skip(reason)
     params = _bn_params(bn)
-    weight = own_weight(node.inputs[1]) if len(node.inputs) > 1 else None
-    if params is None or weight is None:
-        return False
-    scale, beta, mean, _ = params
+    if isinstance(params, str):
+        return m.skip(params)
+    w_value = node.inputs[1] if len(node.inputs) > 1 else None
+    weight = private_weight(w_value)
+    if weight is None:
+        return m.skip(f"the {node.op} weight {getattr(w_value, 'name', None)!r} is not a float constant "
+                      "read only by it")
+    scale, beta, mean = params
     channels = out_channels(node, weight)
     if channels != len(scale):
-        return False
+        return m.skip(f"the {node.op} has {channels} output channels, the batch norm {len(scale)}")
     if node.op == "Gemm":
-        return _fuse_gemm(node, bn, weight, scale, beta, mean, names)
+        return _fold_gemm(m, node, bn, weight, scale, beta, mean, names)
     new_w = scale_out_channels(node, weight, scale)
     bias_value = node.inputs[2] if len(node.inputs) > 2 else None
     bias = np.zeros(channels) if bias_value is None else const_array(bias_value)
     if new_w is None or bias is None or bias.shape != (channels,):
-        return False
+        return m.skip(f"the {node.op} weight or bias does not match its {channels} output channels")
     new_b = ((bias.astype(np.float64) - mean) * scale + beta).astype(weight.dtype)
     set_weight(node, 1, new_w)
     set_bias(node, 2, new_b, names)
-    return bypass(bn, node.output)
+    return Replacement.bypass_to(bn.outputs[0], node.output)
 
 
-def _fuse_gemm(node: Node, bn: Node, weight: np.ndarray, scale: np.ndarray, beta: np.ndarray,
-               mean: np.ndarray, names: Names) -> bool:
+def _fold_gemm(m: Match, node: Node, bn: Node, weight: np.ndarray, scale: np.ndarray, beta: np.ndarray,
+               mean: np.ndarray, names: Names) -> Replacement | Skip:
     out = node.output
     if out.shape is not None and len(out.shape) != 2:
-        return False
+        return m.skip(f"the Gemm output {out.name!r} has rank {len(out.shape)}, not 2")
     c_value = node.inputs[2] if len(node.inputs) > 2 else None
     c = np.zeros(len(scale)) if c_value is None else const_array(c_value)
     if c is None or c.ndim > 2 or (c.ndim >= 1 and c.shape[-1] not in (1, len(scale))):
-        return False
+        return m.skip(f"the Gemm C {getattr(c_value, 'name', None)!r} is not a constant broadcasting per output channel")
     beta_g = float(node.attr("beta", 1.0)) if c_value is not None else 0.0
     new_c = (beta_g * c.astype(np.float64) * scale + (beta - mean * scale)).astype(weight.dtype)
     new_w = scale_out_channels(node, weight, scale)
     if new_w is None:
-        return False
+        return m.skip("the Gemm weight does not match its output channels")
     set_weight(node, 1, new_w)
     set_bias(node, 2, new_c, names)
     node.attrs["beta"] = Attr.float(1.0)
-    return bypass(bn, node.output)
+    return Replacement.bypass_to(bn.outputs[0], node.output)
+
+
+def _rules(model: Model) -> RuleSet:
+    names = Names(model)
+    rules = RuleSet(name="fuse_bn_into_conv")
+    rules.add(_BN, lambda m: _fold(m, names), name="batch_norm_into_contraction")
+    return rules
 
 
 @transform("fuse_bn_into_conv", dialects={"onnx"})
 def fuse_bn_into_conv(model: Model, ctx: TransformContext) -> TransformResult:
     """Fold inference BatchNormalization into the preceding Conv, ConvTranspose or Gemm."""
-    names = Names(model)
-    fused = 0
-    for graph in all_graphs(model):
-        for bn in topological_order(graph):
-            if bn.graph is None or bn.op != "BatchNormalization" or not is_standard(bn) or not bn.inputs:
-                continue
-            x = bn.inputs[0]
-            node = x.producer if x is not None else None
-            if x is None or node is None or node.op not in _PRODUCERS or not is_standard(node):
-                continue
-            if only_reader(x) is not bn or node.graph is not graph or len(node.outputs) != 1:
-                continue
-            if _fuse(node, bn, names):
-                fused += 1
-    return TransformResult(bool(fused), {"batch_norms_fused": fused})
+    report = apply_rules(model, [_rules(model)])
+    return result_of(report, stats={"batch_norms_fused": report.applied})

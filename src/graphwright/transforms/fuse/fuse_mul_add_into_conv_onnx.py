@@ -11,55 +11,102 @@ be per output channel or a scalar: after aligning it to the Conv output's
 rank from the right, every dim but the channel dim (axis 1) is 1, so
 broadcasting cannot change the output's shape.  The Conv output must be read
 only by that node and not be a graph output.  Float only; arithmetic in
-float64.  All graphs; O(N + E) plus the weights' sizes.
+float64.
+
+Rules of the rewrite engine, rooted at the Mul/Add/Sub: the Conv is the match's boundary
+(``ANY``), edited in place (its weight keeps its name and place), and the arithmetic node is
+bypassed (its output name survives when it is a graph output).  So a chain
+``Conv → Mul → Add → Sub`` folds node after node in one sweep, in graph order.  Every
+refused match says why.  All graphs; O(N + E) plus the weights' sizes.
+
+``fold_batch_norms`` folds the same per-channel arithmetic on ONNX graphs with the same
+channel helpers (``transforms/_channels.py``) but rewrites differently: it takes ``Mul`` and
+``Add`` together, handles ``Gemm`` and writes new initializers (see its module).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Model, Node, Value, topological_order
-from .._channels import FLOAT_KINDS, out_channels, scale_out_channels
-from .._onnx import Names, all_graphs, bypass, const_array, is_standard, only_reader
+from ...ir import Model, Node, Value
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
+from ...patterns.predicates import not_graph_io, single_use
+from .._channels import FLOAT_KINDS, out_channels, per_channel, private_weight, scale_out_channels, set_bias, set_weight
+from .._onnx import Names, const_array, is_const, is_standard
 from ..context import TransformContext
 from ..registry import TransformResult, transform
-from .fuse_bn_into_conv_onnx import own_weight, set_bias, set_weight
+from ..rules import apply_rules, result_of
 
 __all__ = ["fuse_mul_add_into_conv"]
 
 _CONVS = frozenset({"Conv", "ConvTranspose"})
 
 
-def per_channel(const: Value, out_rank: int, channels: int) -> np.ndarray | None:
-    """The constant as one value per output channel (length ``channels``), or None."""
+def _from_conv(value: Value) -> bool:
+    """``value`` is produced by a standard-domain Conv or ConvTranspose."""
+    node = value.producer
+    return node is not None and node.op in _CONVS and is_standard(node)
+
+
+_Y = ANY(name="y", where=_from_conv)
+_C = ANY(name="c", where=is_const)  # not CONST, whose sweep would drop it once unread: it stays, as before
+#: Mul(y, c), Add(y, c) in either order, Sub(y, c); y produced by a Conv/ConvTranspose, c constant.
+#: Each order is its own rule (rather than ``commutative=True``): the matcher's direct path.
+_PATTERNS = (
+    ("mul_into_conv", P("Mul", _Y, _C, domain="")),
+    ("mul_into_conv", P("Mul", _C, _Y, domain="")),
+    ("add_into_conv", P("Add", _Y, _C, domain="")),
+    ("add_into_conv", P("Add", _C, _Y, domain="")),
+    ("sub_into_conv", P("Sub", _Y, _C, domain="")),
+)
+
+
+def _per_channel_const(const: Value, out_rank: int, channels: int) -> np.ndarray | None:
+    """The float constant as one value per output channel (axis 1 of the output), or None."""
     array = const_array(const)
-    if array is None or array.dtype not in FLOAT_KINDS or array.ndim > out_rank:
+    if array is None or array.dtype not in FLOAT_KINDS:
         return None
-    shape = (1,) * (out_rank - array.ndim) + array.shape
-    if any(d != 1 for i, d in enumerate(shape) if i != 1) or shape[1] not in (1, channels):
-        return None
-    return np.broadcast_to(array.reshape(-1).astype(np.float64), (channels,))
+    return per_channel(array, out_rank, 1, channels)
 
 
-def _fuse(conv: Node, op_node: Node, const: Value, names: Names) -> bool:
+def _why_not_private(m: Match, conv: Node) -> str | None:
+    """The Conv can be edited for the matched node alone: same graph, one output, read only by it."""
+    y = conv.outputs[0]
+    if conv.graph is not m.graph:  # a body's match reaching into the enclosing graph
+        return f"the {conv.op} producing {y.name!r} is in an enclosing graph"
+    if len(conv.outputs) != 1:
+        return f"the {conv.op} producing {y.name!r} has {len(conv.outputs)} outputs"
+    if not (single_use(y) and not_graph_io(y)):
+        return f"{y.name!r} is also read elsewhere or is a graph output"
+    return None
+
+
+def _fold(m: Match, names: Names) -> Replacement | Skip:
+    op_node = m.node
+    y, const = m["y"].value, m["c"].value
+    assert op_node is not None and y is not None and const is not None and y.producer is not None
+    conv = y.producer
+    reason = _why_not_private(m, conv)
+    if reason:
+        return m.skip(reason)
     weight_value = conv.inputs[1] if len(conv.inputs) > 1 else None
     weight = const_array(weight_value) if weight_value is not None else None
-    if weight is None or weight.dtype not in FLOAT_KINDS:
-        return False
+    if weight_value is None or weight is None or weight.dtype not in FLOAT_KINDS:
+        return m.skip(f"the {conv.op} weight {getattr(weight_value, 'name', None)!r} is not a float constant")
     channels = out_channels(conv, weight)
-    values = None if channels is None else per_channel(const, weight.ndim, channels)
-    if values is None or const.dtype != weight_value.dtype:  # type: ignore[union-attr]
-        return False
+    values = None if channels is None else _per_channel_const(const, weight.ndim, channels)
+    if channels is None or values is None or const.dtype != weight_value.dtype:
+        return m.skip(f"{const.name!r} is not one {weight.dtype} value per output channel of the {conv.op}")
     bias_value = conv.inputs[2] if len(conv.inputs) > 2 else None
-    bias = np.zeros(channels) if bias_value is None else const_array(bias_value)  # type: ignore[arg-type]
+    bias = np.zeros(channels) if bias_value is None else const_array(bias_value)
     if bias is None or bias.shape != (channels,):
-        return False
+        return m.skip(f"the {conv.op} bias {getattr(bias_value, 'name', None)!r} is not a constant of {channels} values")
     if op_node.op == "Mul":
-        if own_weight(weight_value) is None:
-            return False  # a shared weight cannot be scaled in place
+        if private_weight(weight_value) is None:
+            return m.skip(f"the {conv.op} weight {weight_value.name!r} is shared; it cannot be scaled in place")
         new_w = scale_out_channels(conv, weight, values)
         if new_w is None:
-            return False
+            return m.skip(f"the {conv.op} weight does not match its output channels")
         set_weight(conv, 1, new_w)
         new_b = bias.astype(np.float64) * values
     elif op_node.op == "Add":
@@ -68,28 +115,19 @@ def _fuse(conv: Node, op_node: Node, const: Value, names: Names) -> bool:
         new_b = bias.astype(np.float64) - values
     if bias_value is not None or op_node.op != "Mul":
         set_bias(conv, 2, new_b.astype(weight.dtype), names)
-    return bypass(op_node, conv.output)
+    return Replacement.bypass_to(op_node.outputs[0], conv.output)
+
+
+def _rules(model: Model) -> RuleSet:
+    names = Names(model)
+    rules = RuleSet(name="fuse_mul_add_into_conv")
+    for name, pattern in _PATTERNS:
+        rules.add(pattern, lambda m: _fold(m, names), name=name)
+    return rules
 
 
 @transform("fuse_mul_add_into_conv", dialects={"onnx"})
 def fuse_mul_add_into_conv(model: Model, ctx: TransformContext) -> TransformResult:
     """Fold per-channel constant Mul/Add/Sub after Conv or ConvTranspose into its weights and bias."""
-    names = Names(model)
-    fused = 0
-    for graph in all_graphs(model):
-        for node in topological_order(graph):
-            if node.graph is None or node.op not in ("Mul", "Add", "Sub") or not is_standard(node):
-                continue
-            if len(node.inputs) != 2 or any(v is None for v in node.inputs):
-                continue
-            for k in ((0, 1) if node.op != "Sub" else (0,)):
-                y, const = node.inputs[k], node.inputs[1 - k]
-                conv = y.producer if y is not None else None
-                if conv is None or conv.op not in _CONVS or not is_standard(conv) or conv.graph is not graph:
-                    continue
-                if only_reader(y) is not node or len(conv.outputs) != 1:  # type: ignore[arg-type]
-                    continue
-                if _fuse(conv, node, const, names):  # type: ignore[arg-type]
-                    fused += 1
-                    break
-    return TransformResult(bool(fused), {"nodes_fused": fused})
+    report = apply_rules(model, [_rules(model)])
+    return result_of(report, stats={"nodes_fused": report.applied})

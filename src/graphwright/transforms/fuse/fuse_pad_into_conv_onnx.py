@@ -9,17 +9,24 @@ pads.  Only when: constant mode with a zero (or absent) fill value, no
 padding of the batch and channel axes, no negative pads, the Conv has
 ``auto_pad`` NOTSET, and the Pad output is read only by the Conv (and is not
 a graph output).  Pads come from the attribute (opset < 11) or constant
-inputs (with optional ``axes``, opset 18).  All graphs; O(N + E).
+inputs (with optional ``axes``, opset 18).
+
+One rule of the rewrite engine, rooted at the Conv: the Pad is matched and removed, the Conv
+is re-emitted, edited in place (it keeps its place and name); every refused match says why.
+All graphs; O(N + E).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Attr, Model, Node, topological_order
-from .._onnx import all_graphs, const_array, drop_node, is_standard, only_reader
+from ...ir import Attr, Model, Node
+from ...patterns import Match, P, Replacement, RuleSet, Skip
+from ...patterns.predicates import why_not_fusable
+from .._onnx import const_array
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
 
 __all__ = ["fuse_pad_into_conv"]
 
@@ -54,40 +61,42 @@ def _pads(pad: Node, rank: int) -> list[int] | None:
     return pads if len(pads) == 2 * rank else None
 
 
-def _fuse(conv: Node) -> bool:
-    x = conv.inputs[0]
-    pad = x.producer if x is not None else None
-    if x is None or pad is None or pad.op != "Pad" or not is_standard(pad) or pad.graph is not conv.graph:
-        return False
-    if only_reader(x) is not conv or pad.inputs[0] is None or x.shape is None:
-        return False
+def _fold(m: Match) -> Replacement | Skip:
+    """``Conv(Pad(x))`` -> ``Conv(x)`` with the pads added to the Conv's own; the Conv stays in place."""
+    conv, pad = m.node, m["pad"].node
+    assert conv is not None and pad is not None
+    x = conv.input(0)
+    reason = None if pad.graph is conv.graph else f"the Pad producing {x.name!r} is in an enclosing graph"
+    reason = reason or why_not_fusable(m)
+    if reason:
+        return m.skip(reason)
+    if pad.inputs[0] is None or x.shape is None:
+        return m.skip(f"the rank of {x.name!r} is unknown")
     auto_pad = conv.attr("auto_pad", b"NOTSET")
     if (auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)) != "NOTSET":
-        return False
+        return m.skip(f"the Conv has auto_pad {auto_pad!r}")
     rank = len(x.shape)
     pads = _pads(pad, rank)
     if pads is None or any(p < 0 for p in pads) or any(pads[i] or pads[i + rank] for i in (0, 1)):
-        return False
+        return m.skip(f"{x.name!r} is not a constant zero pad of the spatial axes")
     spatial = rank - 2
     current = [int(p) for p in conv.attr("pads", [0] * (2 * spatial))]
     if len(current) != 2 * spatial:
-        return False
+        return m.skip(f"the Conv has {len(current)} pads for {spatial} spatial axes")
     merged = [current[i] + pads[2 + i] for i in range(spatial)] + \
              [current[spatial + i] + pads[rank + 2 + i] for i in range(spatial)]
     conv.attrs["pads"] = Attr.ints(merged)
     conv.replace_input(0, pad.inputs[0])
-    drop_node(pad)
-    return True
+    return Replacement([conv], {})
+
+
+#: Conv(Pad(...), ...): both standard domain; the Pad is removed, the Conv re-emitted (edited in place).
+_RULES = RuleSet([], name="fuse_pad_into_conv")
+_RULES.add(P("Conv", P("Pad", name="pad", domain=""), ..., domain=""), _fold, name="pad_into_conv")
 
 
 @transform("fuse_pad_into_conv", dialects={"onnx"})
 def fuse_pad_into_conv(model: Model, ctx: TransformContext) -> TransformResult:
     """Merge a constant zero Pad into the padding of the Conv that reads it."""
-    fused = 0
-    for graph in all_graphs(model):
-        for node in topological_order(graph):
-            if node.graph is None or node.op != "Conv" or not is_standard(node) or not node.inputs:
-                continue
-            if _fuse(node):
-                fused += 1
-    return TransformResult(bool(fused), {"pads_fused": fused})
+    report = apply_rules(model, [_RULES])
+    return result_of(report, stats={"pads_fused": report.applied})

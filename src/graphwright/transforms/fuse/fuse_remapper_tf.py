@@ -39,8 +39,8 @@ import numpy as np
 from ...formats.graphdef.op_registry import op_def
 from ...ir import Attr, AttrKind, DType, Model, Node
 from ...patterns import ANY, CONST, Match, P, Replacement, RuleSet, Skip, why_not_fusable
+from .._channels import channel_count, node_of, output_channel_axis, per_channel, value_name
 from ..context import TransformContext
-from ..fold.batch_norms import channel_count, node_of, output_channel_axis, per_channel, value_name
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
 
