@@ -223,3 +223,120 @@ def test_quantization_annotations_and_training_info_follow_the_model() -> None:
     assert qa.tensor_name == "conv_out" and qa.quant_parameter_tensor_names[0].value == "gamma"
     assert written.graph.sparse_initializer[0].values.name == "sparse_w"
     assert written.training_info == proto.training_info
+
+
+# -- text that is not UTF-8, sizes that do not fit (issue 10, items 5 and 6) -------------------
+
+def _with_bytes(proto: onnx.ModelProto, marker: bytes) -> bytes:
+    """``proto`` serialized with every ``marker`` text made invalid UTF-8 (same length)."""
+    data = proto.SerializeToString()
+    assert marker in data, marker
+    return data.replace(marker, b"\xff" + marker[1:])
+
+
+def _named(**changes: str) -> onnx.ModelProto:
+    """conv_net with some of its text replaced (consistently where a name is referenced)."""
+    proto = cases.conv_net()
+    node = proto.graph.node[2]
+    node.name = changes.get("node", "relu")
+    node.output[0] = proto.graph.node[3].input[0] = proto.graph.value_info[1].name = changes.get("value", "r")
+    proto.graph.initializer[1].name = proto.graph.node[0].input[2] = changes.get("tensor", "conv.b")
+    for vi in (proto.graph.input[0], proto.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = changes.get("dim", "N")
+    proto.producer_name = changes.get("producer", "graphwright-tests")
+    proto.graph.node[1].attribute[0].name = changes.get("attribute", "epsilon")
+    proto.graph.node[4].op_type = changes.get("op", "Flatten")
+    return proto
+
+
+@pytest.mark.parametrize(
+    ("field", "marker", "needle"),
+    [
+        ("node", "BADNODE", "node 2 name b'\\xffADNODE'"),
+        ("value", "BADVALUE", "node 'relu' output name b'\\xffADVALUE'"),
+        ("tensor", "BADTENSOR", "tensor name b'\\xffADTENSOR'"),
+        ("dim", "BADDIM", "dim_param b'\\xffADDIM'"),
+        ("producer", "BADPRODUCER", "model field producer_name b'\\xffADPRODUCER'"),
+        ("attribute", "BADATTR", "node 'bn' (BatchNormalization) attribute name b'\\xffADATTR'"),
+        ("op", "BADOP", "node 'flatten' op_type b'\\xffADOP'"),
+    ],
+)
+def test_text_that_is_not_utf8_is_refused_at_load(tmp_path: Path, field: str, marker: str, needle: str) -> None:
+    """protobuf hands back proto2 strings that are not UTF-8 as bytes: refused in one line, naming them."""
+    from graphwright.errors import ModelLoadError
+
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(_with_bytes(_named(**{field: marker}), marker.encode()))
+    with pytest.raises(ModelLoadError) as info:
+        formats.load(path)
+    message = str(info.value)
+    assert "\n" not in message and "is not valid UTF-8" in message and needle in message, message
+    assert message.startswith(str(path))
+
+
+def test_text_that_is_not_utf8_is_refused_by_the_mapped_reader_too(tmp_path: Path) -> None:
+    from graphwright.errors import ModelLoadError
+    from graphwright.formats.onnx import load_mapped
+
+    proto = cases.big_weights()
+    proto.graph.node[0].name = "BADNAME"
+    path = tmp_path / "big.onnx"
+    path.write_bytes(_with_bytes(proto, b"BADNAME"))
+    with pytest.raises(ModelLoadError, match=r"name b'\\xffADNAME' is not valid UTF-8"):
+        load_mapped(path)
+
+
+@pytest.mark.parametrize(
+    ("tensor", "expected"),
+    [
+        (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**32, 2**32]), "larger than any real tensor"),
+        (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**62, 2**62, 0]), "larger than any real tensor"),
+        (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2], raw_data=b"\0" * 4),
+         r"raw_data holds 4 bytes but shape \[2\] of float32 needs 8"),
+        (TensorProto(name="w", data_type=TensorProto.INT64, dims=[3], raw_data=b"\0" * 32),
+         "raw_data holds 32 bytes"),
+        (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[3], float_data=[1.0, 2.0]),
+         "stores 2 values in float_data but shape"),
+        (TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[2**20, 2**20]), "stores 0 values"),
+        (TensorProto(name="w", data_type=TensorProto.INT4, dims=[5], int32_data=[1, 2]), "needs 3"),
+    ],
+)
+def test_initializer_sizes_are_checked_at_load(tmp_path: Path, tensor: TensorProto, expected: str) -> None:
+    from graphwright.errors import ModelLoadError
+
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", tensor.data_type, None)], [tensor])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(helper.make_model(graph).SerializeToString())
+    with pytest.raises(ModelLoadError, match=expected) as info:
+        formats.load(path)
+    assert "\n" not in str(info.value)
+
+
+def test_constant_attribute_sizes_are_checked_at_load() -> None:
+    from graphwright.errors import ModelLoadError
+
+    value = TensorProto(name="c", data_type=TensorProto.FLOAT, dims=[4], raw_data=b"\0" * 12)
+    graph = helper.make_graph([helper.make_node("Constant", [], ["y"], value=value)], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    with pytest.raises(ModelLoadError, match="raw_data holds 12 bytes"):
+        from_proto(helper.make_model(graph))
+
+
+def test_mapped_weights_with_wrong_sizes_are_refused(tmp_path: Path) -> None:
+    from graphwright.errors import ModelLoadError
+    from graphwright.formats.onnx import load_mapped
+
+    proto = cases.big_weights()
+    init = proto.graph.initializer[0]
+    init.ClearField("dims")
+    init.dims.extend([2**32, 2**32])
+    path = tmp_path / "big.onnx"
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelLoadError, match="larger than any real tensor"):
+        load_mapped(path)
+    init.ClearField("dims")
+    init.dims.extend([3])
+    path.write_bytes(proto.SerializeToString())
+    with pytest.raises(ModelLoadError, match="raw_data holds"):
+        load_mapped(path)

@@ -29,10 +29,11 @@ from pathlib import Path
 import onnx
 
 from ...errors import ModelLoadError
-from ...ir import Model, Tensor
-from .dtypes import dtype_from_onnx, storage_nbytes
+from ...ir import DType, Model, Tensor
+from .dtypes import storage_nbytes
 from .external import ExternalTensor, _load
 from .reader import from_proto_with_regions, parse_model
+from .tensors import tensor_header
 from .wire import WIRE_LEN, varint
 
 __all__ = ["MappedTensor", "load_mapped", "MAP_MIN_BYTES"]
@@ -162,13 +163,12 @@ def load_mapped(path: Path | str) -> Model | None:
     identity = (st.st_dev, st.st_ino)
 
     def mapped(tp: onnx.TensorProto, region: tuple[int, int]) -> Tensor:
-        dtype = dtype_from_onnx(tp.data_type)
-        dims = tuple(tp.dims)
-        if any(d < 0 for d in dims):
-            raise ModelLoadError(f"tensor {tp.name!r} has a negative dimension in {list(dims)}")
+        dtype, dims, count = tensor_header(tp)
         offset, length = region
-        expected = storage_nbytes(dtype, int(_prod(dims)))
-        if expected != length:
+        expected = storage_nbytes(dtype, count)
+        if dtype is DType.STRING:
+            raise ModelLoadError(f"tensor {tp.name!r}: a string tensor cannot hold raw_data; the model is corrupt")
+        if expected is not None and expected != length:
             raise ModelLoadError(
                 f"tensor {tp.name!r}: raw_data holds {length} bytes but shape {list(dims)} of "
                 f"{dtype.value} needs {expected}; the model is corrupt"
@@ -183,9 +183,3 @@ def load_mapped(path: Path | str) -> Model | None:
     model.source_path = path
     return model
 
-
-def _prod(dims: tuple[int, ...]) -> int:
-    n = 1
-    for d in dims:
-        n *= d
-    return n

@@ -27,7 +27,7 @@ import onnx
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from ...errors import ModelLoadError
-from ...ir import Attr, DType, Graph, Model, Node, Shape, Tensor, Value
+from ...ir import Attr, AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value
 from .attrs import read_attr
 from .dtypes import dtype_from_onnx
 from .external import ExternalDataResolver
@@ -47,6 +47,7 @@ from .meta import (
     ValueInfoRecord,
 )
 from .tensors import read_sparse_tensor, read_tensor
+from .text import check_message, check_strings, not_text
 from .wire import copy_fields, has_unknown_fields
 
 __all__ = ["load", "from_proto", "from_proto_with_regions", "parse_model"]
@@ -140,6 +141,10 @@ def _gc_paused() -> Iterator[None]:
 
 
 def _model_meta(proto: onnx.ModelProto) -> dict[str, Any]:
+    # producer, domain, doc_string, opset domains, metadata, training_info
+    check_message(proto, "model field", skip=(_MODEL_GRAPH, _MODEL_FUNCTIONS))
+    for function in proto.functions:
+        check_message(function, "model-local function field")
     shell = onnx.ModelProto()
     copy_fields(proto, shell, skip=(_MODEL_GRAPH, _MODEL_FUNCTIONS))
     meta: dict[str, Any] = {f"onnx.{field}": getattr(proto, field) for field in MODEL_MIRRORS}
@@ -198,25 +203,36 @@ class _Reader:
             key = vi.type.SerializeToString()
             parsed = self._types.get(key)
             if parsed is None:
+                check_message(vi.type, f"value {value.name!r} type field")  # dim_param, denotation
                 parsed = self._types[key] = _tensor_type(vi.type)
             value.dtype, value.shape = parsed
-        if not value.doc_string and vi.doc_string:
-            value.doc_string = vi.doc_string
+        doc = vi.doc_string
+        if doc:
+            if doc.__class__ is not str:
+                raise not_text(f"doc_string of value {value.name!r}", doc)
+            if not value.doc_string:
+                value.doc_string = doc
 
     def graph(self, gp: onnx.GraphProto, parent: _Scope | None, holder: Node | None) -> Graph:
         scope = _Scope(parent, holder)
         names = scope.names
+        if gp.name.__class__ is not str or gp.doc_string.__class__ is not str:
+            bad = gp.name if gp.name.__class__ is not str else gp.doc_string
+            raise not_text("graph name or doc_string", bad)
         g = Graph("onnx", gp.name, parent=holder)
         g.doc_string = gp.doc_string
         shell = onnx.GraphProto()
+        where = f"graph {gp.name!r}: " if parent is not None else ""
+        check_message(gp, f"{where}graph field", skip=_GRAPH_MODELED)  # metadata_props...
         if copy_fields(gp, shell, skip=_GRAPH_MODELED, keep_empty=(_G_NAME, _G_DOC)):
             g.meta[GRAPH_SHELL] = shell
-        where = f"graph {gp.name!r}: " if parent is not None else ""
 
         # 1. declare ---------------------------------------------------------
         in_recs: dict[Value, ValueInfoRecord] = {}
         inputs = []
         for vi in gp.input:
+            if vi.name.__class__ is not str:
+                raise not_text(f"{where}graph input name", vi.name)
             if vi.name in names:
                 raise ModelLoadError(f"{where}graph input {vi.name!r} is declared twice")
             value = Value(vi.name)
@@ -240,11 +256,15 @@ class _Reader:
         # 2. connect graph outputs and value_info -------------------------------
         vi_recs: dict[Value, ValueInfoRecord] = {}
         for vi in gp.value_info:
+            if vi.name.__class__ is not str:
+                raise not_text(f"{where}value_info name", vi.name)
             value = lookup(vi.name, capture=False) or Value(vi.name)  # unknown names are kept as-is
             self._describe(value, vi, vi_recs)
         out_recs: dict[Value, ValueInfoRecord] = {}
         outputs = []
         for vi in gp.output:
+            if vi.name.__class__ is not str:
+                raise not_text(f"{where}graph output name", vi.name)
             output = lookup(vi.name)
             if output is None:
                 raise ModelLoadError(
@@ -270,6 +290,8 @@ class _Reader:
                 rec.snapshot(value)
             g.meta[key] = recs
         if len(gp.quantization_annotation):
+            for qa in gp.quantization_annotation:
+                check_message(qa, f"{where}quantization_annotation field")
             g.meta[QUANT_ANNOTATION] = [
                 (qa, _annotation_values(qa, scope)) for qa in gp.quantization_annotation
             ]
@@ -303,16 +325,23 @@ class _Reader:
             fields = {fd.number: val for fd, val in np_.ListFields()}
             name = fields.get(_N_NAME, "")
             op = fields.get(_N_OP, "")
+            in_names = fields.get(_N_INPUT, ())
+            out_names = fields.get(_N_OUTPUT, ())
+            try:  # text must be UTF-8 (see text.py): C-level concatenations, no Python loop
+                name + op + "".join(in_names) + "".join(out_names)
+                if _N_DOMAIN in fields or _N_DOC in fields:
+                    "" + fields.get(_N_DOMAIN, "") + fields.get(_N_DOC, "")
+            except TypeError:
+                _refuse_node_text(fields, where, len(g))
             inputs: list[Value | None] = []
             missing: list[int] = []
-            in_names = fields.get(_N_INPUT, ())
             for k, iname in enumerate(in_names):
                 value = names.get(iname) if iname else None
                 if value is None and iname:
                     missing.append(k)
                 inputs.append(value)
             outputs = []
-            for oname in fields.get(_N_OUTPUT, ()):
+            for oname in out_names:
                 if not oname:
                     outputs.append(Value(""))  # an omitted optional output
                     continue
@@ -329,6 +358,7 @@ class _Reader:
                 later.append((node, missing, list(in_names)))
             empty = "" in (fields.get(_N_NAME), fields.get(_N_OP), fields.get(_N_DOC), fields.get(_N_DOMAIN))
             if empty or not fields.keys() <= _NODE_MODELED or has_unknown_fields(np_):
+                check_message(np_, f"{where}node {name!r} ({op}) field", skip=_NODE_MODELED)  # overload...
                 shell = onnx.NodeProto()  # fields the IR does not model, and present-but-empty strings
                 copy_fields(np_, shell, skip=_NODE_MODELED, keep_empty=_NODE_STRINGS)
                 if shell.ListFields() or has_unknown_fields(shell):
@@ -364,6 +394,10 @@ class _Reader:
 
         for ap in protos:
             key, attr, is_untyped = read_attr(ap, tensor, graph)
+            if key.__class__ is not str:
+                raise not_text(f"{where}node {node.name!r} ({node.op}) attribute name", key)
+            if attr.kind is AttrKind.OPAQUE:
+                check_message(ap, f"{where}node {node.name!r} ({node.op}) attribute {key!r} field")
             if key in attrs:
                 raise ModelLoadError(f"{where}node {node.name!r} ({node.op}) has attribute {key!r} twice")
             attrs[key] = attr
@@ -386,6 +420,18 @@ def _tensor_type(tp: onnx.TypeProto) -> tuple[DType | None, Shape]:
         which = dim.WhichOneof("value")
         dims.append(dim.dim_value if which == "dim_value" else dim.dim_param if which == "dim_param" else None)
     return dtype, tuple(dims)
+
+
+def _refuse_node_text(fields: dict[int, Any], where: str, index: int) -> None:
+    """Raise the error naming the first text field of a node that is not UTF-8."""
+    name = fields.get(_N_NAME, "")
+    label = f"{where}node {name!r}" if name.__class__ is str and name else f"{where}node {index}"
+    for number, what in ((_N_NAME, "name"), (_N_OP, "op_type"), (_N_DOMAIN, "domain"), (_N_DOC, "doc_string")):
+        value = fields.get(number, "")
+        if value.__class__ is not str:
+            raise not_text(f"{where}node {index} name" if number == _N_NAME else f"{label} {what}", value)
+    check_strings(fields.get(_N_INPUT, ()), f"{label} input name")
+    check_strings(fields.get(_N_OUTPUT, ()), f"{label} output name")
 
 
 def _definer(value: Value) -> str:

@@ -25,11 +25,13 @@ from ...errors import ModelLoadError, ModelSaveError
 from ...ir import DType, Tensor
 from .dtypes import dtype_from_onnx, onnx_code, storage_nbytes
 from .external import ExternalDataResolver, ExternalTensor, read_region
+from .text import check_tensor_text
 from .wire import copy_fields, len_field_header, varint_len
 
 __all__ = [
     "read_tensor", "read_sparse_tensor", "TensorEntry", "ProtoEntry", "RawEntry",
     "tensor_buffer", "buffer_len", "expected_nbytes", "DATA_FIELDS", "EXTERNAL",
+    "MAX_ELEMENTS", "tensor_header", "check_inline",
 ]
 
 #: ``TensorProto.data_location`` value of external tensors.
@@ -42,25 +44,101 @@ _LITTLE = sys.byteorder == "little"
 
 # -- reading -------------------------------------------------------------------
 
-def read_tensor(proto: onnx.TensorProto, resolver: ExternalDataResolver) -> Tensor:
-    """A lazy IR tensor for ``proto`` (external locations are validated now, read later)."""
-    dtype = dtype_from_onnx(proto.data_type)
+#: Larger element counts are refused when reading (as the GraphDef reader does).
+MAX_ELEMENTS = 1 << 40
+# TensorProto.data_type -> (typed field holding the values, stored values per element; 0: two per value)
+_TYPED_FIELDS: dict[int, tuple[str, int]] = {
+    1: ("float_data", 1), 14: ("float_data", 2), 7: ("int64_data", 1), 8: ("string_data", 1),
+    11: ("double_data", 1), 15: ("double_data", 2), 12: ("uint64_data", 1), 13: ("uint64_data", 1),
+    **{code: ("int32_data", 1) for code in (2, 3, 4, 5, 6, 9, 10, 16, 17, 18, 19, 20)},
+    **{code: ("int32_data", 0) for code in (21, 22, 23)},  # 4-bit types: two per int32
+}
+
+
+def tensor_header(proto: onnx.TensorProto, what: str = "tensor") -> tuple[DType, tuple[int, ...], int]:
+    """(dtype, dims, element count) of ``proto``, refusing text that is not UTF-8, negative
+    dimensions and sizes over :data:`MAX_ELEMENTS` (exact Python integers: no overflow)."""
+    check_tensor_text(proto, what)
     dims = tuple(proto.dims)
-    if any(d < 0 for d in dims):
-        raise ModelLoadError(f"tensor {proto.name!r} has a negative dimension in {list(dims)}")
+    count = span = 1
+    for d in dims:
+        if d < 0:
+            raise ModelLoadError(f"{what} {proto.name!r} has a negative dimension in {list(dims)}")
+        count *= d
+        span *= max(d, 1)
+    if span > MAX_ELEMENTS:
+        raise ModelLoadError(
+            f"{what} {proto.name!r}: shape {list(dims)} is larger than any real tensor "
+            f"(over 2**40 elements); the model is corrupt"
+        )
+    return dtype_from_onnx(proto.data_type), dims, count
+
+
+def check_inline(proto: onnx.TensorProto, dtype: DType, dims: tuple[int, ...], count: int,
+                 what: str = "tensor") -> None:
+    """Refuse inline data whose size does not match the shape (raw bytes or typed values).
+
+    Reads ``len(raw_data)`` (one copy of the bytes, freed at once) so that a short or long
+    tensor fails when the model is loaded, not later in whatever first uses it."""
+    if proto.HasField("raw_data") and dtype is not DType.STRING:
+        expected = storage_nbytes(dtype, count)
+        if expected is not None:
+            length = len(proto.raw_data)
+            if length != expected:
+                raise ModelLoadError(
+                    f"{what} {proto.name!r}: raw_data holds {length} bytes but shape {list(dims)} of "
+                    f"{dtype.value} needs {expected}; the model is corrupt"
+                )
+        return
+    spec = _TYPED_FIELDS.get(proto.data_type)
+    if spec is None:
+        return  # an element type graphwright does not model: carried through unchecked
+    field, per = spec
+    stored = len(getattr(proto, field))
+    needed = count * per if per else (count + 1) // 2
+    if stored != needed:
+        raise ModelLoadError(
+            f"{what} {proto.name!r} stores {stored} values in {field} but shape {list(dims)} of "
+            f"{dtype.value} needs {needed}; the model is corrupt"
+        )
+
+
+def read_tensor(proto: onnx.TensorProto, resolver: ExternalDataResolver) -> Tensor:
+    """A lazy IR tensor for ``proto``: sizes are validated now, values decoded on first use.
+
+    External locations are validated now and read later."""
+    dtype, dims, count = tensor_header(proto)
     if proto.data_location == EXTERNAL:
         return resolver.tensor(proto, dtype, dims)
+    check_inline(proto, dtype, dims, count)
     return Tensor(dtype, dims, loader=partial(_decode_inline, proto, dtype, dims), source=proto, name=proto.name)
 
 
 def read_sparse_tensor(proto: onnx.SparseTensorProto) -> Tensor:
     """A lazy dense view of a sparse initializer; ``source`` is the SparseTensorProto."""
     values = proto.values
-    dtype = dtype_from_onnx(values.data_type)
+    name = values.name
+    if values.data_location == EXTERNAL or proto.indices.data_location == EXTERNAL:
+        raise ModelLoadError(f"sparse tensor {name!r} keeps its values or indices in external data, "
+                             "which graphwright does not read; store them inline")
+    dtype, _, _ = _checked(values, "sparse tensor values")
+    _checked(proto.indices, f"sparse tensor {name!r} indices")
     dims = tuple(proto.dims)
-    if any(d < 0 for d in dims):
-        raise ModelLoadError(f"sparse tensor {values.name!r} has a negative dimension in {list(dims)}")
-    return Tensor(dtype, dims, loader=partial(_densify, proto, dtype, dims), source=proto, name=values.name)
+    span = 1
+    for d in dims:
+        if d < 0:
+            raise ModelLoadError(f"sparse tensor {name!r} has a negative dimension in {list(dims)}")
+        span *= max(d, 1)
+    if span > MAX_ELEMENTS:
+        raise ModelLoadError(f"sparse tensor {name!r}: dense shape {list(dims)} is over 2**40 elements; "
+                             "the model is corrupt")
+    return Tensor(dtype, dims, loader=partial(_densify, proto, dtype, dims), source=proto, name=name)
+
+
+def _checked(proto: onnx.TensorProto, what: str) -> tuple[DType, tuple[int, ...], int]:
+    dtype, dims, count = tensor_header(proto, what)
+    check_inline(proto, dtype, dims, count, what)
+    return dtype, dims, count
 
 
 def _decode_inline(proto: onnx.TensorProto, dtype: DType, dims: tuple[int, ...]) -> np.ndarray:
