@@ -7,14 +7,34 @@ count, as in the Graph Transform Tool) is removed and its readers read its
 first input instead; nodes depending on it through a control edge depend on
 that input's producer.  Nodes producing graph inputs or outputs stay, and so
 does any node whose other outputs are read.  Chains go in one pass.  O(N + E).
+
+One rule of the rewrite engine (:mod:`graphwright.transforms.rules`); a node left in place
+says why in the step's refusals.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...errors import TransformError
-from ...ir import Model, Node
+from ...ir import Model
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, not_graph_io
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
+
+
+def _splice(max_inputs: int) -> Callable[[Match], Replacement | Skip]:
+    def splice(m: Match) -> Replacement | Skip:  # op(x, ...) -> x
+        node = m.node
+        n_inputs = sum(v is not None for v in node.inputs) + len(node.control_inputs)
+        if not 1 <= n_inputs <= max_inputs:
+            return m.skip(f"has {n_inputs} inputs (control inputs included), over max_inputs={max_inputs}")
+        if not not_graph_io(node):
+            return m.skip("produces a graph input or output")
+        return Replacement.bypass_to(node.output, m["x"].value)
+
+    return splice
 
 
 @transform("remove_nodes")
@@ -22,31 +42,7 @@ def remove_nodes(model: Model, ctx: TransformContext, *, op: list[str], max_inpu
     """Remove single-input ops of the given types, rewiring readers to their input."""
     if max_inputs < 1:
         raise TransformError(f"remove_nodes: max_inputs must be at least 1, got {max_inputs}")
-    ops = set(op)
-    removed = 0
-    for graph in model.graphs:
-        for node in graph:
-            if node.op in ops and _removable(node, max_inputs):
-                _splice(node)
-                removed += 1
-    return TransformResult(removed > 0, {"nodes_removed": removed})
-
-
-def _removable(node: Node, max_inputs: int) -> bool:
-    n_inputs = sum(v is not None for v in node.inputs) + len(node.control_inputs)
-    if not 1 <= n_inputs <= max_inputs or not node.inputs or node.inputs[0] is None:
-        return False
-    if any(v.is_graph_output or v.is_graph_input for v in node.outputs):
-        return False
-    return all(v.num_uses == 0 for v in node.outputs[1:])
-
-
-def _splice(node: Node) -> None:
-    source = node.input(0)
-    node.output.replace_all_uses_with(source, graph_outputs=False)
-    for user in node.control_users:
-        user.remove_control_input(node)
-        if source.producer is not None and source.producer is not user:
-            user.add_control_input(source.producer)
-    assert node.graph is not None
-    node.graph.remove(node)
+    rules = RuleSet(name="remove_nodes")
+    rules.add(P("|".join(sorted(set(op))), ANY(name="x"), ...), _splice(max_inputs), name="remove_nodes")
+    report = apply_rules(model, [rules], graphs=model.graphs)
+    return result_of(report, stats={"nodes_removed": report.applied})
