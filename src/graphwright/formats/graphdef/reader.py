@@ -43,7 +43,7 @@ from .meta import (
     NODE_REF_DTYPES,
 )
 from .names import check_node_name, parse_input_name
-from .op_registry import annotate_outputs
+from .op_registry import annotate_outputs, op_def, output_types
 
 __all__ = ["LOOP_BACK_OPS", "NO_OUTPUT_OPS", "load", "looks_like_text", "model_from_proto", "parse_bytes"]
 
@@ -274,6 +274,35 @@ def _type_hints(node: Node) -> None:
             out.shape = shape.value
 
 
+def _check_ports(nodes: list[Node], where: str) -> None:
+    """Refuse an input reading an output an op does not have (``x:7`` of a one-output op),
+    as TensorFlow does, for ops whose arity the op table gives.  O(N): a node reading a
+    port above 0 made its producer grow that many outputs, so only those producers (and
+    zero-output ops read at port 0) need their op definition's arity."""
+    for node in nodes:
+        count = len(node.outputs)
+        if count == 0:
+            continue
+        if count == 1:
+            definition = op_def(node.op)
+            if definition is None or definition.output_arg or not node.outputs[0].num_uses:
+                continue
+            arity = 0  # an op without outputs (a NoOp, an assignment) read as data
+        else:
+            types = output_types(node)
+            if types is None or len(types) >= count:
+                continue
+            arity = len(types)
+        port = next(k for k in range(arity, count) if node.outputs[k].num_uses)
+        reader = node.outputs[port].uses()[0][0]
+        text = f"{node.name}:{port}" if port else node.name
+        raise ModelLoadError(
+            f"{where}: node {reader.name!r} ({reader.op}): input {text!r} reads output {port} of node "
+            f"{node.name!r}, but {node.op} has {arity} output{'' if arity == 1 else 's'}; "
+            "TensorFlow refuses this graph (fix the input name)"
+        )
+
+
 def model_from_proto(gd: graph_pb2.GraphDef, where: str = "GraphDef") -> Model:
     """Build the IR Model of a parsed GraphDef (kept alive as the tensors' and attrs' ``source``)."""
     if not gd.node and not gd.library.function:
@@ -286,6 +315,7 @@ def model_from_proto(gd: graph_pb2.GraphDef, where: str = "GraphDef") -> Model:
         builder.connect(i, nd)
     builder.check_acyclic()
     annotate_outputs(builder.nodes)
+    _check_ports(builder.nodes, where)
     meta: dict[str, object] = {}
     if gd.HasField("versions"):
         meta[MODEL_VERSIONS] = gd.versions
