@@ -380,3 +380,23 @@ def test_rule_sets_skip_rules_by_name() -> None:
     assert rules.names() == ["fold"]
     assert rules.apply(cm.graph, skip={"fold"}).applied == 0
     assert rules.apply(cm.graph).applied == 1
+
+
+def test_control_to_takes_the_control_users_of_a_node_without_mapped_outputs() -> None:
+    g = Graph("tf")
+    x = g.append(Node("Placeholder", (), dialect="tf", name="x"))
+    call = g.append(Node("StatefulPartitionedCall", [x.output], dialect="tf", name="call", outputs=0))
+    waiter = g.append(Node("NoOp", (), dialect="tf", name="waiter", control_inputs=[call]))
+    g.set_inputs([x.output])
+
+    def fuse(m: Match) -> Replacement:
+        op = Node("MyOp", [m.node.inputs[0]], dialect="tf", name="call/fused", outputs=0)
+        return Replacement([op], {}, control_to=op)
+
+    refused = replace_matching(g, P("StatefulPartitionedCall"), lambda m: Replacement(
+        [Node("MyOp", [m.node.inputs[0]], dialect="tf", name="call/fused", outputs=0)], {}))
+    assert refused.applied == 0 and "no mapped output to move them to" in refused.refused[0].reason
+    report = replace_matching(g, P("StatefulPartitionedCall"), fuse)
+    check(g)
+    assert report.applied == 1 and [n.name for n in g] == ["x", "call/fused", "waiter"]
+    assert [c.name for c in waiter.control_inputs] == ["call/fused"]

@@ -29,17 +29,24 @@ class Replacement:
     to ``new``.  When omitted, the root's outputs map in order to the outputs
     of the last node of ``nodes`` (the usual "the new node stands for the root"
     case); pass ``{}`` to map nothing.
+
+    ``control_to``: the node that takes over the control users of removed nodes
+    that have no mapped output to follow.
     """
 
-    __slots__ = ("nodes", "values", "bypass")
+    __slots__ = ("nodes", "values", "bypass", "control_to")
 
-    def __init__(self, nodes: Iterable[Node] = (), values: Mapping[Value, Value] | None = None) -> None:
+    def __init__(self, nodes: Iterable[Node] = (), values: Mapping[Value, Value] | None = None, *,
+                 control_to: Node | None = None) -> None:
         self.nodes: list[Node] = list(nodes)
         for node in self.nodes:
             if not isinstance(node, Node):
                 raise TypeError(f"Replacement nodes must be Node objects, got {type(node).__name__}")
         self.values: dict[Value, Value] | None = None if values is None else dict(values)
         self.bypass = False
+        #: Where control users of removed nodes go when no mapped output says (a fused node
+        #: with no outputs, or whose outputs nobody reads); usually a node of ``nodes``.
+        self.control_to = control_to
 
     @classmethod
     def bypass_to(cls, old: Value, source: Value) -> Replacement:

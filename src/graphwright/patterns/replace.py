@@ -312,7 +312,7 @@ class _Plan:
     """A replacement checked against the graph, ready to apply (or to refuse with ``problems``)."""
 
     __slots__ = ("graph", "root", "new", "kept", "removed", "mapping", "inits", "garbage",
-                 "problems", "control_moves", "bypass")
+                 "problems", "control_moves", "bypass", "control_to")
 
     def __init__(self, graph: Graph, m: Match, repl: Replacement, rule: Rule) -> None:
         self.graph = graph
@@ -334,6 +334,7 @@ class _Plan:
                 )
         self.mapping = self._mapping(repl, root, kept, matched, rule)
         self.bypass = repl.bypass
+        self.control_to = repl.control_to
         top = m._shared()
         targets = set(self.mapping.values())
         const_nodes: list[Node] = []
@@ -381,6 +382,7 @@ class _Plan:
                 )
         for node in self.removed:
             mover: Node | None = None
+            fallback = self.control_to
             for value in node.outputs:
                 mapped = self.mapping.get(value)
                 if mapped is not None and mover is None:
@@ -406,6 +408,8 @@ class _Plan:
                         f"graph output {value.name!r} would be renamed: {mapped.name!r} cannot take its name "
                         "(a graph input or output, a constant, or a value of an outer graph)"
                     )
+            if mover is None:
+                mover = fallback
             outside = [u for u in node.control_users if u not in removed]
             if outside:
                 if mover is None:

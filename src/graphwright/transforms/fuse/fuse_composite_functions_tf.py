@@ -28,10 +28,11 @@ import numpy as np
 
 from ...formats.graphdef import attr_from_proto
 from ...ir import Attr, AttrKind, DType, Model, Node, Value
-from ...patterns import make_constant
-from .._tf_library import called_function, drop_unused_functions, functions
+from ...patterns import Match, P, Replacement, RuleSet, Skip, make_constant
+from .._tf_library import CALL_OPS, called_function, drop_unused_functions, functions
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
 
 #: Function attributes that name the implemented interface, in the order they are looked up.
 IMPLEMENTS_ATTRS = ("_implements", "api_implements")
@@ -82,20 +83,15 @@ def _custom(call: Node, name: str, attrs: dict[str, Attr]) -> tuple[list[Node], 
     return [node], list(node.outputs)
 
 
-@transform("fuse_composite_functions", dialects={"tf"})
-def fuse_composite_functions(model: Model, ctx: TransformContext) -> TransformResult:
-    """Replace calls of _implements-annotated functions by one fused op each."""
-    library = functions(model)
-    graph = model.graph
-    fused = 0
-    notes: list[str] = []
-    for call in graph:
+def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[RuleSet]:
+    def fuse(m: Match) -> Replacement | Skip:  # call(f=implements X) -> X's fused op
+        call = m.node
         fname = called_function(call)
         if fname not in library:
-            continue
+            return m.skip(f"calls {fname!r}, which is not in the function library")
         declared = interface(library[fname])
         if declared is None:
-            continue
+            return m.skip(f"{fname!r} declares no interface ({' or '.join(IMPLEMENTS_ATTRS)})")
         name, attrs = declared
         if name == "embedding_matmul":
             built: tuple[list[Node], list[Value]] | str = _embedding(call)
@@ -104,29 +100,29 @@ def fuse_composite_functions(model: Model, ctx: TransformContext) -> TransformRe
         else:
             built = f"interface {name!r} has no fused form and is not tagged {FUSABLE_FLAG}=true"
         if isinstance(built, str):
-            notes.append(f"{call.name} (calls {fname}): left alone ({built})")
-            continue
+            return m.skip(f"calls {fname}: left alone ({built})")
         new_nodes, results = built
-        _replace(call, new_nodes, results)
-        fused += 1
+        root = new_nodes[-1]
+        for ctrl in call.control_inputs:
+            root.add_control_input(ctrl)
+        renames.append((root, call.name))  # the fused node keeps the call's name (fetches by name)
+        return Replacement(new_nodes, dict(zip(call.outputs, results)), control_to=root)
+
+    rules = RuleSet(name="fuse_composite_functions")
+    rules.add(P("|".join(sorted(CALL_OPS)), dialect="tf"), fuse, name="calls_fused")
+    return [rules]
+
+
+@transform("fuse_composite_functions", dialects={"tf"})
+def fuse_composite_functions(model: Model, ctx: TransformContext) -> TransformResult:
+    """Replace calls of _implements-annotated functions by one fused op each."""
+    renames: list[tuple[Node, str]] = []
+    report = apply_rules(model, _rules(functions(model), renames), subgraphs=False)
+    for root, name in renames:
+        if root.graph is not None:  # applied (a refused replacement never entered the graph)
+            root.name = name
+            for i, value in enumerate(root.outputs):
+                value.name = f"{name}:{i}" if i else name
+    fused = report.applied
     dropped = drop_unused_functions(model) if fused else []
-    return TransformResult(fused > 0, {"calls_fused": fused, "functions_removed": len(dropped)}, notes)
-
-
-def _replace(call: Node, new_nodes: list[Node], results: list[Value]) -> None:
-    graph = call.graph
-    assert graph is not None
-    root = new_nodes[-1]
-    for ctrl in call.control_inputs:
-        root.add_control_input(ctrl)
-    graph.insert_before(call, new_nodes)
-    for old, new in zip(call.outputs, results):
-        old.replace_all_uses_with(new)
-    for user in call.control_users:
-        user.remove_control_input(call)
-        user.add_control_input(root)
-    name = call.name
-    graph.remove(call)
-    root.name = name  # the fused node keeps the call's name, so fetches by name still work
-    for i, value in enumerate(root.outputs):
-        value.name = f"{name}:{i}" if i else name
+    return result_of(report, stats={"calls_fused": fused, "functions_removed": len(dropped)})
