@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import VerificationError
 from ..runtime import ModelSource, input_specs
+from ..runtime.execute import check_file
 from ..verify import compare, load_feeds, random_feeds, render_compare
 from ._console import stdout
 
@@ -45,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_layers(args)
     if args.model_b is None:
         raise VerificationError("compare needs two models (or --layers for one TFLite model)")
+    for path in (args.model_a, args.model_b):  # both files read by graphwright before any runtime starts
+        check_file(ModelSource.from_path(path))
     feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
     report = compare(
         args.model_a, args.model_b, feeds=feeds, seed=args.seed, rtol=args.rtol, atol=args.atol,

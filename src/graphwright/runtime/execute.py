@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import formats
 from ..ir import Model
 from .base import InputSpec, ModelSource, Session, resolve_backend
 from .feeds import random_feeds
 
-__all__ = ["Execution", "Job", "ModelLike", "execute", "prepare", "run"]
+__all__ = ["Execution", "Job", "ModelLike", "check_file", "execute", "prepare", "run"]
 
 #: What ``run``/``prepare``/``compare`` accept as a model.
 ModelLike = Model | ModelSource | bytes | str | os.PathLike[str]
@@ -89,13 +90,47 @@ def execute(
     isolate: bool = False,
     timeout: float | None = None,
 ) -> Execution:
-    """Run ``job`` on ``model``, here or (``isolate``) in a child process."""
+    """Run ``job`` on ``model``, here or (``isolate``) in a child process.
+
+    A model file is read by graphwright's own reader first (:func:`check_file`), so a
+    corrupt file gets the same one-line :class:`~graphwright.errors.ModelLoadError` as
+    ``graphwright summarize`` gives, before any runtime is imported or sees its bytes
+    (unless the job's options say ``verify_file=False``, LiteRT's option to skip that)."""
     source = ModelSource.of(model)
+    if job.options.get("verify_file", True) is not False:  # LiteRT's option: hand the file over unread
+        check_file(source)
     if isolate:
         from .isolate import execute_isolated  # lazy: isolate imports this module (execute_here)
 
         return execute_isolated(source, feeds, job, timeout=timeout)
     return execute_here(source, feeds, job)
+
+
+def check_file(source: ModelSource) -> None:
+    """Read a model file given by path with graphwright's reader (raises ModelLoadError).
+
+    A runtime handed a corrupt file answers with its own raw message (onnxruntime's
+    ``INVALID_PROTOBUF``), only after a slow import (TensorFlow), or not at all when it is
+    missing ("needs TensorFlow" for a file that is simply broken).  Sources graphwright
+    wrote itself, and bytes given in memory, are not re-read.  O(file size)."""
+    if source.path is None or source.written:
+        return
+    try:
+        st = os.stat(source.path)
+        key: tuple[object, ...] | None = (str(source.path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None  # the reader reports it
+    if key is not None and key in _CHECKED:
+        return  # the same unchanged file, already read (compare checks both files before running either)
+    formats.load(source.path, format=source.format)
+    if key is not None:
+        _CHECKED[key] = None
+        while len(_CHECKED) > 16:
+            del _CHECKED[next(iter(_CHECKED))]
+
+
+#: files :func:`check_file` read successfully: (path, device, inode, size, mtime), oldest first
+_CHECKED: dict[tuple[object, ...], None] = {}
 
 
 def execute_here(source: ModelSource, feeds: Mapping[str, np.ndarray] | None, job: Job) -> Execution:

@@ -94,8 +94,9 @@ def parse_bytes(data: bytes, where: str = "GraphDef") -> tuple[graph_pb2.GraphDe
     try:
         gd.ParseFromString(data)
     except message.DecodeError as e:
+        detail = str(e).replace("'tensorboard.GraphDef'", "GraphDef")  # tensorboard's protos are ours, not the user's
         raise ModelLoadError(
-            f"{where}: not a valid binary GraphDef (truncated or corrupt protobuf: {e})"
+            f"{where}: not a valid binary TensorFlow GraphDef (truncated or corrupt protobuf: {detail})"
         ) from None
     return gd, False
 
