@@ -7,7 +7,7 @@ from pathlib import Path
 
 import onnx
 
-from tests.transforms.fuse_onnx.graphs import layer_norm
+from tests.transforms.fuse._graphs_onnx import layer_norm
 
 from .test_cli import gw
 

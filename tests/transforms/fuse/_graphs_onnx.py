@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from ._helpers import build, init, node, vi
+from ._helpers_onnx import build, init, node, vi
 
 SHAPE = (2, 3, 8)
 

@@ -9,7 +9,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from ._helpers import assert_same, build, fuse, init, node, ops, vi
+from ._helpers_onnx import assert_same, build, fuse, init, node, ops, vi
 
 ORT = {"target": "onnxruntime"}
 MS = "com.microsoft"

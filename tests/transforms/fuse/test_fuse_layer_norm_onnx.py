@@ -10,8 +10,8 @@ from onnx import numpy_helper
 
 from graphwright.errors import TransformError
 
-from . import graphs
-from ._helpers import assert_same, fuse, ops
+from . import _graphs_onnx as graphs
+from ._helpers_onnx import assert_same, fuse, ops
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "opset17_axes_attribute": {},

@@ -11,8 +11,8 @@ from graphwright.simplify.passes import ONNX_FUSIONS
 from graphwright.transforms import get
 from graphwright.transforms.runner import run_pipeline
 
-from . import graphs
-from ._helpers import F, assert_same, fuse, ops, run, vi
+from . import _graphs_onnx as graphs
+from ._helpers_onnx import F, assert_same, fuse, ops, run, vi
 
 
 def test_every_name_in_onnx_fusions_is_registered_with_a_target_parameter() -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from ._helpers import fuse, ops, run
+from ._helpers_onnx import fuse, ops, run
 
 pytestmark = pytest.mark.slow
 RTOL = ATOL = 1e-5

@@ -12,7 +12,7 @@ oracle = pytest.importorskip("tests.tf_oracle")
 import graphwright as gw  # noqa: E402
 import graphwright.transforms.quantize.sparsify_gather_tf  # noqa: E402
 
-from ._helpers import build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
+from .._tf import build, nodes, ops, ours, tf, theirs, v1  # noqa: E402
 
 TABLE = np.zeros((6, 1), np.float32)
 TABLE[1], TABLE[4] = 2.0, 5.0

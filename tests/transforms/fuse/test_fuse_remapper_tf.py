@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.tf
-tg = pytest.importorskip("tests.transforms.batchnorm.tfgraphs")
+tg = pytest.importorskip("tests.transforms.fold._tfgraphs")
 import graphwright.transforms.fold.fold_old_batch_norms  # noqa: E402
 import graphwright.transforms.fuse.fuse_remapper_tf  # noqa: E402, F401
 

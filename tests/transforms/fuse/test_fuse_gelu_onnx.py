@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from . import graphs
-from ._helpers import assert_same, fuse, ops
+from . import _graphs_onnx as graphs
+from ._helpers_onnx import assert_same, fuse, ops
 
 FORMS: dict[str, dict[str, Any]] = {
     "erf_div_grouping0": {},

@@ -58,3 +58,10 @@ def nodes(data: bytes) -> dict[str, object]:
 
 def notes(report: PipelineReport) -> list[str]:
     return [n for step in report.steps for n in step.notes]
+
+
+def _library_size(data: bytes) -> int:
+    """How many functions the GraphDef's library holds."""
+    gd = v1.GraphDef()
+    gd.ParseFromString(data)
+    return len(gd.library.function)
