@@ -136,3 +136,48 @@ def why_not_absorbed(node: Node) -> str | None:
         return f"intermediate {node.name!r} ({node.op}) has control users"
     return None
 
+
+def read_only_by(item: Value | Node, readers: set[Node] | frozenset[Node]) -> bool:
+    """Every reader of the value (for a node: of any of its outputs) is one of ``readers``, and no
+    such value is a graph output: once ``readers`` are rewritten not to read it, it is dead (the
+    first node of a chain a fusion folds into its reader).  O(uses)."""
+    values = item.outputs if isinstance(item, Node) else (item,)
+    return all(not v.is_graph_output and all(user in readers for user, _ in v.uses()) for v in values)
+
+
+def same_graph(*nodes: Node | None) -> bool:
+    """All the nodes are in one graph.  A pattern walks producers across an If/Loop body's
+    boundary into the enclosing graph; a rewrite must not remove or move nodes there.  O(count)."""
+    graphs = {id(node.graph) if node is not None else None for node in nodes}
+    return len(graphs) == 1 and None not in graphs
+
+
+def compatible_dtype(a: Value | None, b: Value | None) -> bool:
+    """``a`` and ``b`` don't have two different known dtypes.  Unlike :func:`same_dtype`, an
+    unknown dtype passes (nothing says the two differ): the check a bypass makes so that readers
+    of ``b`` reading ``a`` instead see the element type they saw.  O(1)."""
+    return a is None or b is None or a.dtype is None or b.dtype is None or a.dtype == b.dtype
+
+
+def why_not_bypassable(old: Value, source: Value) -> str | None:
+    """Why ``Replacement.bypass_to(old, source)`` would be refused, or None when it would apply.
+
+    Outside the ``tf`` dialect a graph's output names are its interface: when ``old`` is a graph
+    output, ``source`` takes its name, which it can only do as the output of a node of the same
+    graph that is neither a graph input nor already a graph output (not an initializer, not a
+    value of an enclosing graph).  The engine makes the same test when it applies the bypass;
+    ask first when a rule must choose another rewrite instead.  O(1).
+    """
+    if not old.is_graph_output or old.producer is None:
+        return None
+    graph = old.producer.graph
+    if graph is None or graph.dialect == "tf":
+        return None
+    producer = source.producer
+    if producer is None or producer.graph is not graph or source.is_graph_input or source.is_graph_output:
+        return (f"graph output {old.name!r} would be renamed: {source.name!r} cannot take its name "
+                "(a graph input or output, a constant, or a value of an outer graph)")
+    return None
+
+
+__all__ += ["read_only_by", "same_graph", "compatible_dtype", "why_not_bypassable"]

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import TransformError
-from ..transforms.cleanup.eliminate_nop_onnx import RULE_NAMES
+from ..transforms import get as get_transform
 from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
 
 __all__ = ["parse_size", "parse_input_shapes", "resolve_skips", "ALIASES", "InputShapes", "skippable_names"]
@@ -84,20 +84,26 @@ def parse_input_shapes(items: Iterable[str], input_names: Sequence[str]) -> dict
     return shapes
 
 
+def nop_rule_names() -> frozenset[str]:
+    """The rules of ``eliminate_nop`` (``x*1 -> x`` ...), as its registered transform lists them."""
+    return frozenset(get_transform("eliminate_nop").fn.rule_names)  # type: ignore[attr-defined]
+
+
 def skippable_names() -> list[str]:
     """Every name ``--skip-optimization`` accepts, sorted."""
-    return sorted(set(OPTIMIZATION_PASSES) | set(ONNX_FUSIONS) | set(RULE_NAMES) | set(ALIASES))
+    return sorted(set(OPTIMIZATION_PASSES) | set(ONNX_FUSIONS) | nop_rule_names() | set(ALIASES))
 
 
 def resolve_skips(names: Iterable[str]) -> tuple[set[str], set[str]]:
     """(passes to skip, eliminate_nop rules to skip) for the given names; unknown names are errors."""
     passes: set[str] = set()
     rules: set[str] = set()
+    rule_names = nop_rule_names()
     for raw in names:
         name = raw.strip()
         if not name:
             continue
-        if name in RULE_NAMES:
+        if name in rule_names:
             rules.add(name)
         elif name in OPTIMIZATION_PASSES or name in ONNX_FUSIONS:
             passes.add(name)

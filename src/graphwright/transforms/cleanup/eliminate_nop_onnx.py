@@ -4,10 +4,13 @@ Before::  a = Mul(x[2, 8], 1.0); b = Reshape(a, [2, 8]); c = Cast(b, to=FLOAT)
           d = Transpose(c, perm=[0, 1]); e = Slice(d, [0], [INT64_MAX], [1])
 After::   e is x
 
-Each rule is one line of the table below, named like onnxoptimizer's pass for
-the same thing (``skip=...`` turns rules off by those names).  A rule returns
-the value the node's output equals, or None; the node is then bypassed (see
-``_util.bypass``: a graph output keeps its name).  The checks are exact:
+Each rule is one line of the table below, a rule of the rewrite engine named
+like onnxoptimizer's pass for the same thing (``skip=...`` turns rules off by
+those names; the registered transform lists them as ``rule_names``).  A rule's
+function returns the value the node's output equals, or None (then the node is
+no match); the node is then bypassed (``Replacement.bypass_to``: a graph output
+keeps its name, and when the value can't take it the node stays, with that
+reason in the report).  The checks are exact:
 
 - ``x op c`` with ``c`` all units (``x*1``, ``1*x``, ``x+0``, ``0+x``, ``x-0``,
   ``x/1``, ``x**1``, ``x and true``, ``x or false``) only when broadcasting
@@ -20,30 +23,34 @@ the value the node's output equals, or None; the node is then bypassed (see
 - Slice that keeps every element (start 0, step 1, end at or past the dim),
   Pad with all-zero pads.
 
-All graphs, If/Loop bodies included.  O(N + E) (constants are read only for
-the ops above, and only when small: at most :data:`MAX_UNIT_ELEMENTS`).
+Every rule matches a single node, so one sweep removes a chain of no-ops (each
+node is tried after the one before it was bypassed).  All graphs, If/Loop
+bodies included.  O(N + E) (constants are read only for the ops above, and only
+when small: at most :data:`MAX_UNIT_ELEMENTS`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ...errors import TransformError
-from ...ir import DType, Model, Node, Value
+from ...ir import DType, Node, Value
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
+from ...patterns.predicates import compatible_dtype
 from ...runtime.numpy_onnx import onnx_dtype_numpy
-from .._onnx import all_graphs, bypass, const_array, is_standard, static_shape
-from ..context import TransformContext
-from ..registry import TransformResult, transform
+from .._onnx import const_array, static_shape
+from ..rules import rule_transform
 
-__all__ = ["eliminate_nop", "RULES", "MAX_UNIT_ELEMENTS"]
+__all__ = ["eliminate_nop", "RULES", "TABLE", "rule_set", "MAX_UNIT_ELEMENTS"]
 
 #: Larger "unit" constants are not inspected (a real weight is never all ones).
 MAX_UNIT_ELEMENTS = 4096
 _INT64_MAX = np.iinfo(np.int64).max
 
-Rule = Callable[[Node], "Value | None"]
+#: A rule's function: the value the node's output equals, or None.
+Source = Callable[[Node], "Value | None"]
 
 
 def _fits(const: Value, x: Value) -> bool:
@@ -71,11 +78,11 @@ def _small(value: Value) -> bool:
     return shape is not None and int(np.prod(shape, dtype=np.int64)) <= MAX_UNIT_ELEMENTS
 
 
-def _right_unit(unit: float) -> Rule:
+def _right_unit(unit: float) -> Source:
     return lambda n: _unit(n.inputs[0], n.inputs[1], unit, n.output) if len(n.inputs) == 2 else None
 
 
-def _either_unit(unit: float) -> Rule:
+def _either_unit(unit: float) -> Source:
     def rule(n: Node) -> Value | None:
         if len(n.inputs) != 2:
             return None
@@ -185,56 +192,83 @@ def _pad(n: Node) -> Value | None:
     return x if pads.size and not np.any(pads) else None
 
 
-#: op -> (onnxoptimizer-style rule name, rule).  One line per rule.
-RULES: dict[str, tuple[str, Rule]] = {
-    "Mul": ("eliminate_nop_with_unit", _either_unit(1)),       # x*1 -> x, 1*x -> x
-    "Add": ("eliminate_nop_with_unit", _either_unit(0)),       # x+0 -> x, 0+x -> x
-    "Sub": ("eliminate_nop_with_unit", _right_unit(0)),        # x-0 -> x
-    "Div": ("eliminate_nop_with_unit", _right_unit(1)),        # x/1 -> x
-    "Pow": ("eliminate_nop_with_unit", _right_unit(1)),        # x**1 -> x
-    "And": ("eliminate_nop_with_unit", _either_unit(True)),    # x and true -> x
-    "Or": ("eliminate_nop_with_unit", _either_unit(False)),    # x or false -> x
-    "Reshape": ("eliminate_nop_reshape", _reshape),            # Reshape(x, shape(x)) -> x
-    "Flatten": ("eliminate_nop_flatten", _same_shape),         # Flatten of a 2-D x at axis 1 -> x
-    "Expand": ("eliminate_nop_expand", _same_shape),           # Expand(x, s) with broadcast(x, s) = x -> x
-    "Squeeze": ("eliminate_nop_squeeze", _same_shape),         # squeezing nothing -> x
-    "Cast": ("eliminate_nop_cast", _cast),                     # Cast(x, to=dtype(x)) -> x
-    "CastLike": ("eliminate_nop_cast", _cast_like),            # CastLike(x, y) with dtype(y) = dtype(x) -> x
-    "Transpose": ("eliminate_nop_transpose", _transpose),      # Transpose(x, perm=identity) -> x
-    "Concat": ("eliminate_nop_concat", _single_input),         # Concat(x) -> x
-    "Sum": ("eliminate_nop_concat", _single_input),            # Sum(x) -> x
-    "Max": ("eliminate_nop_concat", _single_input),            # Max(x) -> x
-    "Min": ("eliminate_nop_concat", _single_input),            # Min(x) -> x
-    "Mean": ("eliminate_nop_concat", _single_input),           # Mean(x) -> x
-    "Slice": ("eliminate_nop_slice", _slice),                  # Slice keeping everything -> x
-    "Pad": ("eliminate_nop_pad", _pad),                        # Pad by zeros -> x
-}
-RULE_NAMES = frozenset(name for name, _ in RULES.values())
+def _rule(source: Source) -> tuple[Callable[[Node], bool], Callable[[Match], Replacement | Skip]]:
+    """(the pattern's ``where=``, the rewrite) of one table line.
+
+    ``where``: the node has one output and ``source`` finds the value it equals.  A node that is
+    not a no-op is simply no match (no report entry); one that is but can't be removed is skipped
+    or refused with a reason.  The rewrite bypasses the node: readers of its output read that
+    value, and a graph output keeps its name.  The value ``where`` found is kept for the rewrite,
+    which the engine runs on the same node right after (one slot: no second look at constants).
+    """
+    found: list[tuple[Node, Value]] = []
+
+    def where(node: Node) -> bool:
+        value = source(node) if len(node.outputs) == 1 else None
+        found[:] = [] if value is None else [(node, value)]
+        return value is not None
+
+    def rewrite(m: Match) -> Replacement | Skip:
+        node = m.node
+        assert node is not None
+        value = found[0][1] if found and found[0][0] is node else source(node)
+        found.clear()
+        assert value is not None  # the pattern's where= found it
+        if not compatible_dtype(value, node.output):
+            return m.skip(f"{value.name!r} is {value.dtype.value if value.dtype else '?'}, "
+                          f"not {node.output.dtype.value if node.output.dtype else '?'} like {node.output.name!r}")
+        return Replacement.bypass_to(node.output, value)
+
+    where.__name__ = f"is_nop({getattr(source, '__name__', '?')})"
+    return where, rewrite
 
 
-@transform("eliminate_nop", dialects={"onnx"})
-def eliminate_nop(model: Model, ctx: TransformContext, *, skip: list[str] | None = None) -> TransformResult:
-    """Remove no-op nodes: x*1, x+0, same-shape Reshape/Expand, same-type Cast, identity Transpose..."""
-    skipped = set(skip or ())
-    unknown = sorted(skipped - RULE_NAMES)
-    if unknown:
-        raise TransformError(f"eliminate_nop: unknown rule {unknown[0]!r}; rules: {', '.join(sorted(RULE_NAMES))}")
-    counts: dict[str, int] = {}
-    for graph in all_graphs(model):
-        for node in list(graph):
-            entry = RULES.get(node.op)
-            if entry is None or node.graph is None or not is_standard(node) or entry[0] in skipped:
-                continue
-            if not node.inputs or (node.inputs[0] is None and node.op not in ("Concat", "Sum", "Max", "Min", "Mean")):
-                continue
-            if len(node.outputs) != 1:
-                continue
-            source = entry[1](node)
-            if source is not None and _same_type(source, node.output) and bypass(node, source):
-                counts[entry[0]] = counts.get(entry[0], 0) + 1
-    return TransformResult(bool(counts), dict(sorted(counts.items())))
+_1 = (ANY,)  # exactly one data input
+_2 = (ANY, ANY)  # exactly two
+_1_ = (ANY, ...)  # at least one (the first is the data)
+_2_ = (ANY, ANY, ...)
+_3_ = (ANY, ANY, ANY, ...)
+
+#: The rules: op (standard domain), its data inputs, the onnxoptimizer-style rule name (what
+#: ``skip=`` takes) and the function finding the value the output equals.  One line per rule.
+TABLE: list[tuple[str, tuple[Any, ...], str, Source]] = [
+    ("Mul", _2, "eliminate_nop_with_unit", _either_unit(1)),        # x*1 -> x, 1*x -> x
+    ("Add", _2, "eliminate_nop_with_unit", _either_unit(0)),        # x+0 -> x, 0+x -> x
+    ("Sub", _2, "eliminate_nop_with_unit", _right_unit(0)),         # x-0 -> x
+    ("Div", _2, "eliminate_nop_with_unit", _right_unit(1)),         # x/1 -> x
+    ("Pow", _2, "eliminate_nop_with_unit", _right_unit(1)),         # x**1 -> x
+    ("And", _2, "eliminate_nop_with_unit", _either_unit(True)),     # x and true -> x
+    ("Or", _2, "eliminate_nop_with_unit", _either_unit(False)),     # x or false -> x
+    ("Reshape", _1_, "eliminate_nop_reshape", _reshape),            # Reshape(x, shape(x)) -> x
+    ("Flatten", _1_, "eliminate_nop_flatten", _same_shape),         # Flatten of a 2-D x at axis 1 -> x
+    ("Expand", _1_, "eliminate_nop_expand", _same_shape),           # Expand(x, s) with broadcast(x, s) = x -> x
+    ("Squeeze", _1_, "eliminate_nop_squeeze", _same_shape),         # squeezing nothing -> x
+    ("Cast", _1_, "eliminate_nop_cast", _cast),                     # Cast(x, to=dtype(x)) -> x
+    ("CastLike", _2_, "eliminate_nop_cast", _cast_like),            # CastLike(x, y) with dtype(y) = dtype(x) -> x
+    ("Transpose", _1_, "eliminate_nop_transpose", _transpose),      # Transpose(x, perm=identity) -> x
+    ("Concat", _1, "eliminate_nop_concat", _single_input),          # Concat(x) -> x
+    ("Sum", _1, "eliminate_nop_concat", _single_input),             # Sum(x) -> x
+    ("Max", _1, "eliminate_nop_concat", _single_input),             # Max(x) -> x
+    ("Min", _1, "eliminate_nop_concat", _single_input),             # Min(x) -> x
+    ("Mean", _1, "eliminate_nop_concat", _single_input),            # Mean(x) -> x
+    ("Slice", _3_, "eliminate_nop_slice", _slice),                  # Slice keeping everything -> x
+    ("Pad", _1_, "eliminate_nop_pad", _pad),                        # Pad by zeros -> x
+]
 
 
-def _same_type(source: Value, out: Value) -> bool:
-    """The replacement must not change the value's element type (unknown types pass)."""
-    return source.dtype is None or out.dtype is None or source.dtype == out.dtype
+def rule_set() -> RuleSet:
+    """The table as a rule set, built per run (its rules keep per-run state: see :func:`_rule`)."""
+    rules = RuleSet(name="eliminate_nop")
+    for op, inputs, name, source in TABLE:
+        where, rewrite = _rule(source)
+        rules.add(P(op, *inputs, domain="", where=where), rewrite, name=name)
+    return rules
+
+
+#: The rules (for their names and patterns; each run builds its own copy).
+RULES = rule_set()
+
+eliminate_nop = rule_transform(
+    "eliminate_nop", lambda model: [rule_set()], dialects={"onnx"}, rule_names=RULES.names(),
+    summary="Remove no-op nodes: x*1, x+0, same-shape Reshape/Expand, same-type Cast, identity Transpose...",
+)
