@@ -54,6 +54,9 @@ def add_parser(sub: Any) -> None:
                    help=f"do not fold tensors larger than SIZE (default without SIZE: {NO_LARGE_TENSOR_DEFAULT})")
     p.add_argument("--size-limit", dest="size_limit", default=None, metavar="SIZE",
                    help="largest tensor constant folding may create, e.g. 100MB (default 1GB)")
+    p.add_argument("--fold-budget", dest="fold_budget", default=None, metavar="SIZE",
+                   help="most data constant folding may compute in all, and the memory ONNX's data propagation "
+                        "may take, e.g. 512MB (default 256MB, plus the model's weights for folding)")
     p.add_argument("--max-iterations", type=int, default=15, help="bound of the fixed-point loop (default 15)")
     p.add_argument("--save-as-external-data", action="store_true",
                    help="store the weights in OUT.data beside the model")
@@ -98,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         skip_constant_folding=args.skip_constant_folding,
         skip_shape_inference=args.skip_shape_inference,
         size_limit=_size_limit(args),
+        fold_budget=args.fold_budget,
         max_iterations=args.max_iterations,
         check_n=args.check,
         rtol=args.rtol,

@@ -14,17 +14,27 @@ input) and the shapes of its inputs as the IR knows them, and returns the
 output arrays, or None to leave the node to onnxruntime.  ``Shape`` and
 ``Size`` need only the input's *shape*, so they fold even when the input is
 not constant, as soon as its dims are static.  Each kernel is O(output size).
+
+Sizes: :func:`output_nbytes` predicts, from the input arrays themselves (never
+from declared shapes, which a hostile file can fake), the bytes of the output
+of the ops whose output can outgrow their inputs (``ConstantOfShape``,
+``Expand``, ``Tile``, ``Range``, ``Concat``, ``Gather``, broadcasting
+arithmetic); :func:`evaluate` with ``max_bytes`` raises :class:`OutputTooLarge`
+*before* allocating such an output.  Sizes are Python integers (no int64
+overflow on hostile shapes).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ..ir import Node
 
-__all__ = ["KERNELS", "SHAPE_ONLY", "evaluate", "onnx_dtype_numpy", "broadcast_shape", "reshape_target"]
+__all__ = ["KERNELS", "SHAPE_ONLY", "evaluate", "onnx_dtype_numpy", "broadcast_shape", "reshape_target",
+           "output_shape", "output_nbytes", "OutputTooLarge", "shape_nbytes"]
 
 Arrays = Sequence[np.ndarray | None]
 Kernel = Callable[[Node, Arrays], "list[np.ndarray] | None"]
@@ -364,11 +374,118 @@ KERNELS: dict[str, Kernel] = {
 }
 
 
-def evaluate(node: Node, arrays: Arrays) -> list[np.ndarray] | None:
-    """Run ``node`` on NumPy if a kernel here handles it exactly, else None."""
+class OutputTooLarge(Exception):
+    """An output would take more bytes than the caller allows (raised before allocating it)."""
+
+    def __init__(self, node: Node, nbytes: int, limit: int) -> None:
+        super().__init__(f"{node.op}: the output would take {nbytes} bytes (limit {limit})")
+        self.nbytes = nbytes
+        self.limit = limit
+
+
+def shape_nbytes(shape: Sequence[int], itemsize: int) -> int:
+    """Bytes of a tensor of ``shape``, in Python integers (negative dims count as 0)."""
+    return math.prod(max(int(d), 0) for d in shape) * itemsize
+
+
+def _int_values(a: np.ndarray | None) -> list[int] | None:
+    if a is None or not _is_int(a) or a.size > 64:
+        return None
+    return [int(d) for d in a.reshape(-1)]
+
+
+def _range_count(start: np.ndarray | None, limit: np.ndarray | None, delta: np.ndarray | None) -> int | None:
+    """Elements of ``Range(start, limit, delta)``: ``max(ceil((limit - start) / delta), 0)``."""
+    if start is None or limit is None or delta is None or start.size != 1 or limit.size != 1 or delta.size != 1:
+        return None
+    if all(_is_int(a) for a in (start, limit, delta)):
+        s, lim, d = (int(a.reshape(())) for a in (start, limit, delta))
+        return None if d == 0 else max(-((s - lim) // d), 0)
+    try:
+        s_, lim_, d_ = (float(a.reshape(())) for a in (start, limit, delta))
+        count = (lim_ - s_) / d_ if d_ else math.inf
+        return max(math.ceil(count), 0) if math.isfinite(count) else None
+    except (OverflowError, ValueError, TypeError, ZeroDivisionError):
+        return None
+
+
+def output_shape(op: str, arrays: Arrays, data_shape: Sequence[int] | None = None) -> tuple[int, ...] | None:
+    """The output shape of a shape-making op (``ConstantOfShape``, ``Expand``, ``Tile``, ``Range``) from its
+    inputs, or None when they do not say.  ``data_shape`` stands for input 0 when only its shape is known.
+
+    Used to size a result before computing it; the would-be output may be
+    astronomically large, nothing is allocated.
+    """
+    ins = list(arrays) + [None] * 3
+    if op == "ConstantOfShape":
+        dims = _int_values(ins[0])
+        return None if dims is None else tuple(dims)
+    if op == "Range":
+        count = _range_count(ins[0], ins[1], ins[2])
+        return None if count is None else (count,)
+    data = data_shape if data_shape is not None else (ins[0].shape if ins[0] is not None else None)
+    if op == "Expand":
+        dims = _int_values(ins[1])
+        if dims is None:
+            return None
+        if data is None:
+            return tuple(max(d, 0) for d in dims)  # at least this large
+        return broadcast_shape(list(data), dims)
+    if op == "Tile":
+        reps = _int_values(ins[1])
+        if reps is None:
+            return None
+        if data is None or len(data) != len(reps):
+            return tuple(max(r, 0) for r in reps)  # at least this large
+        return tuple(int(a) * max(b, 0) for a, b in zip(data, reps))
+    return None
+
+
+def output_nbytes(node: Node, arrays: Arrays) -> int | None:
+    """Bytes of ``node``'s largest output, predicted from its input arrays before running it; None if unknown.
+
+    Exact for the shape-making ops; for ``Concat`` the sum, for ``Gather`` the
+    index count times the slice, for other ops the broadcast of the inputs
+    (what an element-wise op makes; data-movement ops make no more).
+    """
+    present = [a for a in arrays if a is not None]
+    if not present:
+        return None
+    if node.op == "ConstantOfShape":
+        value = node.attr("value")
+        itemsize = 4 if value is None else value.numpy().dtype.itemsize
+        shape = output_shape(node.op, arrays)
+        return None if shape is None else shape_nbytes(shape, itemsize)
+    if node.op in ("Expand", "Tile", "Range"):
+        shape = output_shape(node.op, arrays)
+        return None if shape is None or arrays[0] is None else shape_nbytes(shape, arrays[0].dtype.itemsize)
+    itemsize = max(a.dtype.itemsize for a in present)
+    if node.op == "Concat":
+        return sum(a.nbytes for a in present)
+    if node.op == "Gather" and len(present) == 2 and arrays[0] is not None and arrays[0].ndim:
+        data, indices = arrays[0], arrays[1]
+        axis = int(node.attr("axis", 0))
+        size = data.shape[axis] if -data.ndim <= axis < data.ndim else 1
+        return data.nbytes // max(size, 1) * indices.size if indices is not None else None
+    shape: tuple[int, ...] | None = ()
+    for a in present:
+        shape = None if shape is None else broadcast_shape(shape, a.shape)
+    return max(sum(a.nbytes for a in present), 0 if shape is None else shape_nbytes(shape, itemsize))
+
+
+def evaluate(node: Node, arrays: Arrays, *, max_bytes: int | None = None) -> list[np.ndarray] | None:
+    """Run ``node`` on NumPy if a kernel here handles it exactly, else None.
+
+    With ``max_bytes``, raises :class:`OutputTooLarge` before running a kernel
+    whose output (predicted by :func:`output_nbytes`) would be larger.
+    """
     kernel = KERNELS.get(node.op)
     if kernel is None:
         return None
+    if max_bytes is not None and node.op not in SHAPE_ONLY:
+        predicted = output_nbytes(node, arrays)
+        if predicted is not None and predicted > max_bytes:
+            raise OutputTooLarge(node, predicted, max_bytes)
     try:
         out = kernel(node, arrays)
     except (ValueError, ZeroDivisionError, IndexError, TypeError, OverflowError):

@@ -29,8 +29,8 @@ from .. import formats
 from ..errors import GraphwrightError, TransformError
 from ..ir import Model, all_graphs
 from ..runtime import ModelSource, prepare
-from ..transforms import StepRunner, TransformContext
-from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT
+from ..transforms import Params, StepRunner, TransformContext
+from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT, fold_budget_for
 from ..verify import CompareReport, compare
 from .options import InputShapes, parse_size, resolve_skips
 from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
@@ -99,9 +99,14 @@ class _FixedPoint:
     def ctx(self) -> TransformContext:
         return self.steps.ctx
 
+    def stat_total(self, key: str) -> int:
+        """The sum of one statistic over the passes run so far."""
+        return sum(int(record.stats.get(key, 0)) for record in self.report.passes)
+
     def run(self, iteration: int, name: str, **kwargs: object) -> bool:
         if self.clean_at.get(name) == self.epoch:
             return False
+        self.ctx.params = Params(name)  # warnings name the pass that raised them
         step = self.steps.run(name, dict(kwargs))
         self.report.passes.append(PassRecord(iteration, name, step.changed, step.seconds, step.stats,
                                              step.refusals))
@@ -122,6 +127,7 @@ def simplify(
     skip_shape_inference: bool = False,
     size_limit: int | str = DEFAULT_SIZE_LIMIT,
     growth_limit: int | str = DEFAULT_GROWTH_LIMIT,
+    fold_budget: int | str | None = None,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     check_n: int = 0,
     rtol: float | None = None,
@@ -135,7 +141,10 @@ def simplify(
     :func:`~graphwright.simplify.options.skippable_names`; onnxoptimizer's names
     are accepted); ``skip_all_optimizations`` leaves only shape inference and
     constant folding.  ``size_limit``/``growth_limit`` bound folded tensors
-    (bytes or ``"1KB"``-style strings; see ``onnx_fold_constants``).
+    (bytes or ``"1KB"``-style strings; see ``onnx_fold_constants``); ``fold_budget`` bounds
+    what constant folding computes in all over the run (default: 256 MiB plus the model's weights),
+    and the memory of ONNX's data propagation in shape inference (default 256 MiB; see ``infer_shapes``).
+    A node over a limit is left in place, with one warning line naming it and the limit.
     ``check_n > 0`` runs the original and the result on that many seeded
     random inputs (``rtol``/``atol``, default per dtype) and records the
     comparisons in ``report.checks`` (it does not raise: see ``report.check_ok``).
@@ -154,6 +163,7 @@ def simplify(
         raise TransformError(f"simplify: max_iterations must be at least 1, got {max_iterations}")
     skipped_passes, skipped_rules = resolve_skips(skip_optimizations)
     limit, growth = parse_size(size_limit), parse_size(growth_limit)
+    budget = None if fold_budget is None else parse_size(fold_budget)
     start = time.perf_counter()
     model, file_bytes = _load(model_or_path)
     reference = _reference(model_or_path, model) if check_n > 0 else None
@@ -163,6 +173,9 @@ def simplify(
     report = SimplifyReport(ModelStats.of(model, file_bytes), ModelStats.of(model))
     if overwrite_input_shapes:
         apply_input_shapes(model, overwrite_input_shapes)
+    # One budget for the whole run: each folding pass gets what the earlier ones left.
+    fold_total = fold_budget_for(model.graph) if budget is None else budget
+    limits: dict[str, object] = {"size_limit": limit, "fold_budget": budget}
     passes = [] if skip_all_optimizations else [p for p in OPTIMIZATION_PASSES if p not in skipped_passes]
     runner = _FixedPoint(model, report)
     if inline_functions:
@@ -174,7 +187,7 @@ def simplify(
         for _ in range(max_iterations):  # inner fixed point: shape inference and the cheap passes
             inner = False
             if not skip_shape_inference:
-                runner.run(iteration, "infer_shapes")
+                runner.run(iteration, "infer_shapes", **limits)
             for name in cheap:
                 kwargs = {"skip": sorted(skipped_rules)} if name == "eliminate_nop" else {}
                 inner |= runner.run(iteration, name, **kwargs)
@@ -184,7 +197,8 @@ def simplify(
         for name in expensive:
             changed |= runner.run(iteration, name)
         if not skip_constant_folding:
-            changed |= runner.run(iteration, "onnx_fold_constants", size_limit=limit, growth_limit=growth)
+            changed |= runner.run(iteration, "onnx_fold_constants", size_limit=limit, growth_limit=growth,
+                                  fold_budget=fold_total, budget_spent=runner.stat_total("bytes_computed"))
         if "eliminate_dead_code" in passes:
             changed |= runner.run(iteration, "eliminate_dead_code")
         report.iterations = iteration
@@ -194,7 +208,7 @@ def simplify(
     fusions = [] if skip_all_optimizations else [f for f in ONNX_FUSIONS if f not in skipped_passes]
     if fusions:
         if not skip_shape_inference:
-            runner.run(report.iterations, "infer_shapes")  # contrib fusions need known shapes
+            runner.run(report.iterations, "infer_shapes", **limits)  # contrib fusions need known shapes
         fused = [runner.run(report.iterations, name, target=target) for name in fusions]
         if any(fused) and "eliminate_dead_code" in passes:
             runner.run(report.iterations, "eliminate_dead_code")

@@ -17,6 +17,7 @@ import graphwright.transforms.fold.fold_constants  # registers the transform
 from graphwright.ir import Attr, DType, Model, check, constant_value
 from graphwright.transforms.registry import TransformResult
 
+from ._bombs import CAP_SECONDS, graphdef_bomb, node_names, run_capped
 from ._graphs import TfBuilder, by_name, f32, ops_of
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "small_cnn.pb"
@@ -310,3 +311,55 @@ def test_the_tensorflow_backend_names_the_extra_when_tensorflow_is_missing() -> 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "pip install 'graphwright[tf]'" in out.stdout
+
+
+# -- bounded memory: a per-tensor limit and a budget of results held at once ------------------
+@pytest.mark.parametrize(("kind", "left", "first"), [
+    ("fill_chain", 42, "'bomb_fill33' (Fill, 7.6 MB)"),
+    ("tile_chain", 27, "'bomb_tile33' (Tile, 7.8 MB)"),
+])
+def test_graphdef_bomb_stops_at_the_budget_under_2_gib(kind: str, left: int, first: str, tmp_path: Path) -> None:
+    """Each result is under max_constant_size_in_bytes, together 480-600 MB (600 MB written before the budget)."""
+    src, dst = tmp_path / "bomb.pb", tmp_path / "out.pb"
+    gw.formats.save(graphdef_bomb(kind), src)
+    result, seconds = run_capped("transform", src, dst, "--transforms", "fold_constants")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert seconds < CAP_SECONDS
+    (line,) = [line for line in result.stdout.splitlines() if "fold_constants: left" in line]
+    assert f"left {left} node(s) in place, results over fold_budget=" in line and first in line
+    assert dst.stat().st_size < 300 << 20
+    names = node_names(dst)
+    prefix = first.split("'")[1].rstrip("0123456789")
+    assert sum(name.startswith(prefix) and not name.endswith("/folded") for name in names) >= left
+
+
+def test_graphdef_fill_over_the_per_tensor_limit_is_named(tmp_path: Path) -> None:
+    src, dst = tmp_path / "bomb.pb", tmp_path / "out.pb"
+    gw.formats.save(graphdef_bomb("fill_huge"), src)
+    result, seconds = run_capped("transform", src, dst, "--transforms", "fold_constants")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert seconds < CAP_SECONDS
+    assert ("fold_constants: left 1 node(s) in place, results larger than max_constant_size_in_bytes=10485760: "
+            "'bomb_fill' (Fill)") in result.stdout
+    assert "bomb_fill" in node_names(dst)
+
+
+def test_budget_counts_arrays_held_at_once_and_frees_intermediates() -> None:
+    """A chain whose intermediates are released folds whole under a budget that its sum would exceed."""
+    b = TfBuilder()
+    x = b.placeholder("x", (None,))
+    value = b.op("Fill", "fill", b.const("dims", np.array([1000], np.int32)), b.const("v", np.float32(1)))
+    for i in range(10):
+        value = b.op("AddV2", f"step{i}", value, b.const(f"c{i}", np.float32(i)))
+    y = b.op("AddV2", "y", x, value)
+    result = fold(b.model([x], [y]), "fold_budget=10000")  # 4000 B held at a time; 44 KB computed in all
+    assert result.stats["nodes_folded"] == 11 and result.stats["peak_bytes"] <= 8000
+    b2 = TfBuilder()
+    x2 = b2.placeholder("x", (None,))
+    fills = [b2.op("Fill", f"fill{i}", b2.const(f"d{i}", np.array([1000], np.int32)), b2.const(f"v{i}", np.float32(i)))
+             for i in range(3)]
+    outs = [b2.op("AddV2", f"y{i}", x2, f) for i, f in enumerate(fills)]
+    result = fold(b2.model([x2], outs), "fold_budget=10000")  # all three are kept: 12 KB held
+    assert result.stats["nodes_folded"] == 2 and result.stats["not_evaluated"] == 1
+    assert "over fold_budget=10000: 'fill2' (Fill, 3.9 KB)" in " ".join(result.notes)
+

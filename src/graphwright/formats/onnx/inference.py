@@ -12,11 +12,34 @@ rewrite, or conflict with an overwritten input shape); only the outputs of
 non-standard-domain nodes keep their declared types, so inference goes on
 past custom ops.  Results are mapped back to IR values through the export
 names.  O(N + E) plus ONNX's inference.
+
+**Bounded memory.**  ONNX's data propagation gives a 1-D value of known
+length N, read by ``Add``/``Mul``/``Concat``/``Gather``/..., N placeholder dims
+(``getInputData`` in ONNX's ``shape_inference/implementation.h``), tens of
+bytes each, inside C++: a 100-byte ``Tile(x, repeats=[1e10])`` feeding an
+``Add`` asks for hundreds of GB, and nothing outside can stop it midway.  Two
+defences, both free on ordinary models:
+
+* ``cut``: inputs (of nodes the caller found would make a huge tensor from
+  constants, e.g. a ``Tile``'s repeats) are replaced in the copy by graph
+  inputs of the same type and shape, so ONNX never learns their values: the
+  node's output gets a shape of unknown dims and the rest of the model is
+  inferred as usual;
+* ``memory_limit``: the call runs with the process's address-space soft limit
+  (``RLIMIT_AS``) lowered to what is mapped now plus ``memory_limit`` bytes;
+  an allocation past it fails inside ONNX (``std::bad_alloc`` ->
+  ``MemoryError``), the limit is restored, and :class:`InferenceOverBudget`
+  is raised (the caller retries without data propagation).  Two system calls
+  per inference; where the limit cannot be set (not POSIX), only ``cut``
+  protects.  The limit is the process's: other threads allocating during the
+  call (a millisecond on ordinary models) share it.  A child process would also bound it, but costs a fork per call
+  (about the whole inference time of a BERT layer stack).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import onnx
 import onnx.inliner
@@ -29,7 +52,13 @@ from .saving import to_proto
 from .tensors import ProtoEntry, TensorEntry, expected_nbytes, header_protos
 from .writer import Builder
 
-__all__ = ["infer_types", "inline_one_call", "INLINE_BYTES", "INLINE_INT_BYTES", "InferenceFailed"]
+try:
+    import resource
+except ImportError:  # not POSIX: no address-space limit, only the cuts protect
+    resource = None  # type: ignore[assignment]
+
+__all__ = ["infer_types", "inline_one_call", "INLINE_BYTES", "INLINE_INT_BYTES", "InferenceFailed",
+           "InferenceOverBudget", "address_space_limit"]
 
 #: Tensors at most this large keep their data in the inference copy.
 INLINE_BYTES = 1024
@@ -40,6 +69,48 @@ _MARK = "__graphwright_shape_inference_header__"
 
 class InferenceFailed(Exception):
     """ONNX shape inference refused the model; the message says why."""
+
+
+class InferenceOverBudget(InferenceFailed):
+    """ONNX shape inference needed more memory than ``memory_limit`` allowed (nothing was kept)."""
+
+
+def _mapped_bytes() -> int | None:
+    """Bytes of address space the process maps now (Linux ``/proc/self/statm``), or None."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * resource.getpagesize()
+
+
+@contextmanager
+def address_space_limit(extra: int | None) -> Iterator[None]:
+    """``with address_space_limit(extra):`` at most ``extra`` more bytes of address space can be mapped.
+
+    Lowers the soft ``RLIMIT_AS`` (never above a limit already set) and
+    restores it on exit; does nothing where it cannot (not Linux, or
+    ``extra`` is None).  Allocations past it fail with ``MemoryError``.
+    """
+    mapped = _mapped_bytes() if extra is not None and resource is not None else None
+    if mapped is None or extra is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = mapped + extra
+    for bound in (soft, hard):
+        if bound != resource.RLIM_INFINITY:
+            limit = min(limit, bound)
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 class _HeaderBuilder(Builder):
@@ -138,17 +209,55 @@ def _collect(g: Graph, gp: onnx.GraphProto, names: dict[Value, str], out: dict[V
         _each_subgraph(node, np_, lambda sub, sp: _collect(sub, sp, names, out))
 
 
-def infer_types(model: Model) -> dict[Value, tuple[DType | None, Shape]]:
+def _cut(model: Model, gp: onnx.GraphProto, names: dict[Value, str], cut: Iterable[tuple[Node, int]]) -> None:
+    """Feed each (node, input index) of ``cut`` from a fresh main-graph input of the same type and shape."""
+    wanted: dict[Node, list[int]] = {}
+    for node, index in cut:
+        wanted.setdefault(node, []).append(index)
+    if not wanted:
+        return
+    protos: dict[Node, onnx.NodeProto] = {}
+
+    def walk(g: Graph, sp: onnx.GraphProto) -> None:
+        for node, np_ in zip(g, sp.node):
+            if node in wanted:
+                protos[node] = np_
+            _each_subgraph(node, np_, walk)
+
+    walk(model.graph, gp)
+    for node, indices in wanted.items():
+        np_ = protos.get(node)
+        if np_ is None:
+            continue
+        for index in indices:
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is None or index >= len(np_.input) or value.dtype is None or value.dtype is DType.UNDEFINED:
+                continue
+            name = f"{_MARK}_cut{len(gp.input)}"
+            np_.input[index] = name  # an outer-scope name inside a subgraph: allowed
+            gp.input.append(_value_info(name, value))
+
+
+def infer_types(model: Model, *, data_prop: bool = True, cut: Iterable[tuple[Node, int]] = (),
+                memory_limit: int | None = None) -> dict[Value, tuple[DType | None, Shape]]:
     """Types ONNX infers for the outputs of every node (all graphs), keyed by IR value.
 
-    Raises :class:`InferenceFailed` when ONNX refuses the model as a whole.
+    ``cut`` hides the values of those node inputs from ONNX and ``memory_limit``
+    bounds the memory of the call (see the module docstring).  Raises
+    :class:`InferenceOverBudget` when ONNX needed more, :class:`InferenceFailed`
+    when it refuses the model as a whole.
     """
     builder = _HeaderBuilder(model)
     proto = builder.proto()
     names = builder.names.values
     _prepare(model.graph, proto.graph, names)
+    _cut(model, proto.graph, names, cut)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=True)
+        with address_space_limit(memory_limit):
+            inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
+                                                         data_prop=data_prop)
+    except MemoryError:
+        raise InferenceOverBudget(f"ONNX shape inference needed more than {memory_limit} bytes") from None
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise InferenceFailed(first[:300]) from None

@@ -11,7 +11,7 @@ from ...errors import GraphwrightError
 from ...ir import DType, Node
 
 __all__ = [
-    "Kernel", "SizeEstimate", "KernelError", "ConstantTooLarge",
+    "Kernel", "SizeEstimate", "KernelError", "ConstantTooLarge", "BudgetExceeded",
     "attr", "fail", "axis_of", "int_list", "int_scalar", "np_dtype", "require", "require_float",
     "require_integer", "require_numeric", "require_same_dtype", "FLOAT_KINDS", "INT_KINDS",
 ]
@@ -35,6 +35,14 @@ class KernelError(GraphwrightError):
 
 class ConstantTooLarge(KernelError):
     """An output would exceed the byte limit given to :func:`~graphwright.runtime.numpy_tf.evaluate`."""
+
+    def __init__(self, message: str, nbytes: int = 0) -> None:
+        super().__init__(message)
+        self.nbytes = nbytes
+
+
+class BudgetExceeded(ConstantTooLarge):
+    """The outputs would take more than what is left of the caller's total budget."""
 
 
 def attr(node: Node, name: str, default: Any = None) -> Any:

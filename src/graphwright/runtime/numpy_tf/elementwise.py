@@ -17,6 +17,7 @@ ulps from the correctly rounded result), NumPy its own; neither is exact.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -397,7 +398,7 @@ def _broadcast_bytes(node: Node, inputs: list[np.ndarray]) -> int:
     except ValueError:
         return 0  # the kernel reports the mismatch
     itemsize = max(a.dtype.itemsize for a in inputs)
-    return int(np.prod(shape, dtype=np.int64)) * itemsize
+    return math.prod(shape) * itemsize  # Python ints: no overflow on hostile shapes
 
 
 def _cast_bytes(node: Node, inputs: list[np.ndarray]) -> int:

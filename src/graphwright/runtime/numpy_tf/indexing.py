@@ -19,6 +19,8 @@ and the output drops shrunk dimensions and inserts the new axes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ir import Node
@@ -277,7 +279,7 @@ def _pad_bytes(node: Node, inputs: list[np.ndarray]) -> int:
     if pads.dtype.kind not in "iu" or pads.shape != (x.ndim, 2):
         return 0
     dims = [d + max(int(a), 0) + max(int(b), 0) for d, (a, b) in zip(x.shape, pads.tolist())]
-    return int(np.prod(dims, dtype=np.int64)) * x.dtype.itemsize
+    return math.prod(dims) * x.dtype.itemsize  # Python ints: no overflow on hostile pads
 
 
 SIZES: dict[str, SizeEstimate] = {

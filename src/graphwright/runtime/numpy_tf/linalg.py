@@ -10,6 +10,8 @@ the input type (BLAS summation order may differ from Eigen's by rounding).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...ir import Node
@@ -91,7 +93,7 @@ def _matmul_bytes(node: Node, inputs: list[np.ndarray]) -> int:
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         return 0
-    return int(np.prod(batch, dtype=np.int64)) * rows * cols * max(a.dtype.itemsize, 4)
+    return math.prod(batch) * rows * cols * max(a.dtype.itemsize, 4)
 
 
 SIZES: dict[str, SizeEstimate] = {op: _matmul_bytes for op in ("MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")}

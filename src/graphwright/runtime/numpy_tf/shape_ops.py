@@ -7,6 +7,7 @@ those raise :class:`KernelError` so the node is left unfolded.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -264,7 +265,7 @@ KERNELS: dict[str, Kernel] = {
 # -- output sizes before evaluating ------------------------------------------------------
 def _elements(node: Node, a: np.ndarray) -> int:
     try:
-        return int(np.prod([max(d, 0) for d in int_list(node, a, "shape")], dtype=np.int64))
+        return math.prod(max(int(d), 0) for d in int_list(node, a, "shape"))  # Python ints: no overflow
     except KernelError:
         return 0  # the kernel reports it
 

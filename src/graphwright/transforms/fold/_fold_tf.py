@@ -22,6 +22,15 @@ kernel that refuses its inputs (TF would fail, or its result is undefined) or
 whose output type differs from the type the op table declares makes the node
 non-constant too; that is reported, never an error.
 
+**Budget.**  With the NumPy kernels, the arrays the walk holds at once (each
+computed result until its last constant reader is done, the results that
+become constants until the end) never exceed ``FoldOptions.budget`` bytes:
+before a kernel runs, its output is predicted from its inputs
+(:func:`~graphwright.runtime.numpy_tf.predicted_bytes`) and compared with what
+is left; a node that would go over is left in place (and so are its
+readers), listed in ``FoldOutcome.over_budget``.  Views and forwarded
+tensors (``Identity`` of a ``Const``, a ``Reshape``) cost nothing.
+
 **Replacement.**  A *frontier* value (computed by a constant node and read by
 a non-constant one, a graph output, or the first output of a node nobody
 reads, which may be fetched by name) becomes a new ``Const``; output 0 keeps
@@ -48,6 +57,7 @@ import numpy as np
 
 from ...ir import Attr, DType, Graph, Node, Tensor, Value, constant_value
 from ...runtime import numpy_tf
+from .onnx_fold_constants import human_size
 
 __all__ = [
     "FoldOptions", "FoldOutcome", "Entry", "Evaluator", "TfFolder", "numpy_evaluator", "SHAPE_OPS", "NEVER_FOLDED",
@@ -55,8 +65,9 @@ __all__ = [
 
 #: A constant value: a ``Const``'s (lazy) tensor, or an array computed by a kernel.
 Entry = Tensor | np.ndarray
-#: ``evaluate(node, inputs) -> outputs``; raises ``numpy_tf.KernelError`` when it cannot.
-Evaluator = Callable[[Node, list[Entry]], list[Entry]]
+#: ``evaluate(node, inputs, room) -> outputs``, ``room`` the bytes the outputs may still take in all (None:
+#: no budget); raises ``numpy_tf.KernelError`` when it cannot (``numpy_tf.BudgetExceeded`` over ``room``).
+Evaluator = Callable[[Node, list[Entry], "int | None"], list[Entry]]
 
 #: Ops answered from a Placeholder's declared static shape.
 SHAPE_OPS = frozenset({"Shape", "ShapeN", "Size", "Rank"})
@@ -78,6 +89,8 @@ class FoldOptions:
     exclude_ops: frozenset[str] = frozenset()
     exclude_nodes: frozenset[str] = frozenset()
     max_bytes: int = 10 * 1024 * 1024
+    #: Bytes of computed arrays held at once (None: unbounded).
+    budget: int | None = None
 
 
 @dataclass
@@ -95,12 +108,16 @@ class FoldOutcome:
     failures: list[str] = field(default_factory=list)
     #: "node (op): size" for results over the size limit.
     too_large: list[str] = field(default_factory=list)
+    #: "'node' (op, size)" for results that would have taken the held arrays over the budget.
+    over_budget: list[str] = field(default_factory=list)
+    #: Most bytes of computed arrays held at once.
+    peak_bytes: int = 0
 
 
 def numpy_evaluator(max_bytes: int) -> Evaluator:
     """Evaluate with the NumPy kernels; identity-like ops forward their inputs' entries as they are."""
 
-    def evaluate(node: Node, inputs: list[Entry]) -> list[Entry]:
+    def evaluate(node: Node, inputs: list[Entry], room: int | None = None) -> list[Entry]:
         if node.op in numpy_tf.PASS_THROUGH:
             if node.op != "IdentityN" and len(inputs) != 1:
                 raise numpy_tf.KernelError(f"{node.op}: expected 1 input, got {len(inputs)}")
@@ -109,7 +126,7 @@ def numpy_evaluator(max_bytes: int) -> Evaluator:
                     raise numpy_tf.ConstantTooLarge(f"{node.op}: {entry.nbytes} bytes (limit {max_bytes})")
             return list(inputs)
         arrays = [e.numpy() if isinstance(e, Tensor) else e for e in inputs]
-        return list(numpy_tf.evaluate(node, arrays, max_bytes=max_bytes))
+        return list(numpy_tf.evaluate(node, arrays, max_bytes=max_bytes, budget=room))
 
     return evaluate
 
@@ -131,6 +148,8 @@ class TfFolder:
         self.pending: dict[Value, int] = {}
         self.input_nodes = {v.producer for v in graph.inputs if v.producer is not None}
         self.outcome = FoldOutcome()
+        self.held = 0                          # bytes of computed arrays in self.values
+        self.charged: dict[Value, int] = {}
 
     # -- deciding ----------------------------------------------------------------------
     def decide(self) -> None:
@@ -222,20 +241,31 @@ class TfFolder:
 
     def _evaluate(self, node: Node, inputs: list[Entry]) -> bool:
         assert self.evaluator is not None
+        budget = self.options.budget
+        room = None if budget is None else max(budget - self.held, 0)
         try:
-            outputs = self.evaluator(node, inputs)
+            outputs = self.evaluator(node, inputs, room)
             if len(outputs) < len(node.outputs):
                 raise numpy_tf.KernelError(f"{len(outputs)} outputs, the node has {len(node.outputs)}")
             for value, entry in zip(node.outputs, outputs):
                 _check_type(value, entry)
+        except numpy_tf.BudgetExceeded as e:
+            self.outcome.over_budget.append(f"{node.name!r} ({node.op}, {human_size(e.nbytes)})")
+            return False
         except numpy_tf.ConstantTooLarge as e:
             self.outcome.too_large.append(f"{node.name!r} ({node.op}): {e}")
             return False
         except numpy_tf.KernelError as e:
             self.outcome.failures.append(f"{node.name!r} ({node.op}): {e}")
             return False
+        arrays = [e for e in inputs if isinstance(e, np.ndarray)]
         for value, entry in zip(node.outputs, outputs):
             self._store(value, entry)
+            cost = numpy_tf.new_bytes([entry], arrays) if isinstance(entry, np.ndarray) else 0
+            if cost:
+                self.charged[value] = cost
+                self.held += cost
+        self.outcome.peak_bytes = max(self.outcome.peak_bytes, self.held)
         return True
 
     def _store(self, value: Value, entry: Entry) -> None:
@@ -251,6 +281,7 @@ class TfFolder:
         self.pending[value] = left
         if left <= 0 and not value.is_graph_output:
             self.values.pop(value, None)
+            self.held -= self.charged.pop(value, 0)
 
     def _list_unsupported(self) -> None:
         for node in self.graph:

@@ -21,22 +21,96 @@ renumbered by first appearance so that inference is deterministic and a
 repeated run on the same model changes nothing.  ``changed`` is true when a
 value's dtype or shape changed.
 O(N + E) plus ONNX's own inference, over all graphs including If/Loop bodies.
+
+Bounded memory (see ``formats/onnx/inference.py`` for why ONNX's data
+propagation can ask for hundreds of GB on a 100-byte model).  Before ONNX
+runs, one O(N) scan sizes every ``ConstantOfShape``/``Expand``/``Tile``/
+``Range`` whose size inputs are constants (the would-be tensor, computed from
+the constants, never allocated); a node whose result would be larger than
+``size_limit``, or a 1-D result longer than data propagation can hold in
+``fold_budget`` bytes (at least :data:`MIN_INFERENCE_BYTES`), has those inputs hidden from ONNX: its output shape is
+left unknown, everything else is inferred as usual, and one warning line names
+it.  What the scan cannot see (a size computed through data propagation, a
+declared 1-D input of absurd length) is caught by running ONNX under an
+address-space limit of ``fold_budget`` bytes over what the process maps; if
+that trips, inference is rerun without data propagation and a warning says so.
+Both are free on ordinary models (a dictionary look-up per node, two system
+calls per run), so ``simplify`` does not get slower; a child process would
+bound ONNX as well but costs a fork per run (measured: more than ONNX's whole
+inference on the test BERT).
 """
 
 from __future__ import annotations
 
 import re
 
-from ...formats.onnx.inference import InferenceFailed, infer_types
-from ...ir import DType, Model, Shape, Value
-from .._onnx import all_graphs
+from ...formats.onnx.inference import InferenceFailed, InferenceOverBudget, infer_types
+from ...ir import DType, Model, Node, Shape, Value
+from ...runtime.numpy_onnx import output_nbytes, output_shape
+from .._onnx import all_graphs, is_standard
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from .onnx_fold_constants import (
+    DEFAULT_FOLD_BUDGET,
+    DEFAULT_SIZE_LIMIT,
+    FLAGS,
+    MAX_NAMED,
+    SHAPE_MAKING,
+    human_size,
+    stand_in,
+)
 
-__all__ = ["infer_shapes", "merge_shape", "apply_types", "canonical_symbols"]
+__all__ = ["infer_shapes", "merge_shape", "apply_types", "canonical_symbols", "size_bombs", "DIM_BYTES",
+           "MIN_INFERENCE_BYTES"]
 
 #: Dim symbols ONNX invents for unknown sizes.
 _GENERATED = re.compile(r"unk__\d+")
+#: Bytes ONNX's data propagation spends per element of a 1-D value (a TensorShapeProto dim, measured ~40).
+DIM_BYTES = 64
+#: The least memory shape inference is given, whatever ``fold_budget`` says (ONNX needs a few MB on any model).
+MIN_INFERENCE_BYTES = 64 << 20
+#: The inputs whose values set the output size of each shape-making op.
+_SIZE_INPUTS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,), "Range": (0, 1, 2)}
+
+
+def size_bombs(model: Model, size_limit: int, budget: int) -> list[tuple[Node, str]]:
+    """Shape-making nodes whose constant inputs imply a result too large to infer, with the warning.
+
+    Too large: more than ``size_limit`` bytes, or 1-D and longer than
+    ``budget // DIM_BYTES`` elements.  O(N); nothing is allocated.
+    """
+    found = []
+    for graph in all_graphs(model):
+        for node in graph:
+            if node.op not in SHAPE_MAKING or not is_standard(node):
+                continue
+            ins = [None if v is None else stand_in(v, values=True) for v in node.inputs]
+            nbytes = output_nbytes(node, ins)
+            if nbytes is None:
+                continue
+            shape = output_shape(node.op, ins) or ()
+            name = f"{node.name or '(unnamed)'!r} ({node.op})"
+            if nbytes > size_limit:
+                found.append((node, f"{name} would make a tensor of {human_size(nbytes)}, larger than "
+                                    f"{human_size(size_limit)} ({FLAGS['size_limit']})"))
+            elif len(shape) == 1 and shape[0] * DIM_BYTES > budget:
+                found.append((node, f"{name} would make a 1-D tensor of {shape[0]} elements, more than ONNX's data "
+                                    f"propagation can hold in {human_size(budget)} ({FLAGS['fold_budget']})"))
+    return found
+
+
+def _long_vectors(model: Model, types: dict[Value, tuple[DType | None, Shape]], budget: int) -> list[str]:
+    """Nodes making a 1-D value too long for data propagation in ``budget`` bytes (as inferred without it)."""
+    found = []
+    for graph in all_graphs(model):
+        for node in graph:
+            for value in node.outputs:
+                shape = types.get(value, (None, None))[1]
+                if shape is not None and len(shape) == 1 and isinstance(shape[0], int) \
+                        and shape[0] * DIM_BYTES > budget:
+                    found.append(f"{node.name or '(unnamed)'!r} ({node.op}) makes a 1-D tensor of {shape[0]} elements")
+                    break
+    return found
 
 def merge_shape(known: Shape, inferred: Shape) -> Shape:
     """The more precise of two shapes of one value (see the module docstring)."""
@@ -96,12 +170,38 @@ def apply_types(model: Model, types: dict[Value, tuple[DType | None, Shape]]) ->
 
 
 @transform("infer_shapes", dialects={"onnx"})
-def infer_shapes(model: Model, ctx: TransformContext) -> TransformResult:
-    """Run ONNX shape inference (with data propagation) and record the types on the values."""
+def infer_shapes(
+    model: Model,
+    ctx: TransformContext,
+    *,
+    size_limit: int = DEFAULT_SIZE_LIMIT,
+    fold_budget: int | None = None,
+) -> TransformResult:
+    """Run ONNX shape inference (with data propagation) and record the types on the values.
+
+    Memory is bounded by ``size_limit`` and ``fold_budget`` (bytes; None: 256 MiB, at least 64 MiB), see the
+    module docstring.
+    """
+    budget = max(DEFAULT_FOLD_BUDGET if fold_budget is None else fold_budget, MIN_INFERENCE_BYTES)
+    bombs = size_bombs(model, size_limit, budget)
+    cut = [(node, i) for node, _ in bombs for i in _SIZE_INPUTS[node.op] if i < len(node.inputs)]
+    notes = [f"{message}: its shape is left unknown" for _, message in bombs[:MAX_NAMED]]
+    if len(bombs) > MAX_NAMED:
+        notes.append(f"and {len(bombs) - MAX_NAMED} more node(s) too large to infer")
     try:
-        types = infer_types(model)
+        try:
+            types = infer_types(model, cut=cut, memory_limit=budget)
+        except InferenceOverBudget:
+            types = infer_types(model, data_prop=False, cut=cut, memory_limit=budget)
+            culprits = _long_vectors(model, types, budget)
+            named = f": {'; '.join(culprits[:MAX_NAMED])}" if culprits else ""
+            notes.append(f"ONNX's data propagation needed more than {human_size(budget)} "
+                         f"({FLAGS['fold_budget']}), shapes inferred without it{named}")
     except InferenceFailed as e:
         ctx.warn(f"ONNX shape inference failed, shapes left as they were: {e}")
         return TransformResult(False, {"values_typed": 0}, [f"shape inference failed: {e}"])
+    for note in notes:
+        ctx.warn(note)
     updated = apply_types(model, canonical_symbols(types))
-    return TransformResult(updated > 0, {"values_typed": updated})
+    stats = {"values_typed": updated, **({"cut": len(bombs)} if bombs else {})}
+    return TransformResult(updated > 0, stats, notes)
