@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -45,13 +46,17 @@ def human_bytes(n: int | None) -> str:
     return f"{size:.1f} GB"
 
 
+_QUOTED = re.compile(r"'[^']*'")
+
+
 def print_refusals(console: Console, step: str, refusals: Sequence[tuple[str, str, str, str]], *,
                    verbose: bool = False, limit: int = 3) -> None:
     """One line per step saying how many matches its rewrites left alone and the commonest
     reasons; with ``verbose`` every refusal (rule, node, op, reason) on its own line."""
     if not refusals:
         return
-    counts = Counter(reason for _rule, _node, _op, reason in refusals)
+    # alike reasons group: the names they quote ('conv1', 'x:0') are left out of the summary
+    counts = Counter(_QUOTED.sub("'…'", reason) for _rule, _node, _op, reason in refusals)
     common = "; ".join(f"{n}x {escape(reason)}" if n > 1 else escape(reason) for reason, n in counts.most_common(limit))
     more = f" (+{len(counts) - limit} other reasons)" if len(counts) > limit and not verbose else ""
     noun = "match" if len(refusals) == 1 else "matches"

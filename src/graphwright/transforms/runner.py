@@ -38,14 +38,6 @@ class StepReport:
     #: Matches the step's rewrites left alone: ``(rule, node, op, reason)`` each.
     refusals: list[tuple[str, str, str, str]] = field(default_factory=list)
 
-    def top_reasons(self, limit: int = 3) -> list[tuple[str, int]]:
-        """The most common refusal reasons, with node names taken out so alike reasons group."""
-        counts: dict[str, int] = {}
-        for _rule, node, _op, reason in self.refusals:
-            key = reason.replace(repr(node), "…") if node else reason
-            counts[key] = counts.get(key, 0) + 1
-        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-
 
 @dataclass
 class PipelineReport:
