@@ -108,3 +108,74 @@ def test_predicates_plug_into_where() -> None:
     assert match_pattern(guarded, n["bias"]) is not None
     g.append(Node("Identity", [n["conv"].output], dialect="tf", name="spy"))
     assert match_pattern(guarded, n["bias"]) is None
+
+
+# -- the predicates the ported rules share ---------------------------------------------------
+
+
+def _onnx_diamond() -> tuple[Graph, dict[str, Node]]:
+    """``x -> Sub -> (Mul, Div) -> Add -> y``: the centred value feeds two nodes of one pattern."""
+    g = Graph("onnx")
+    x = Value("x", DType.FLOAT32)
+    g.set_inputs([x])
+    sub = g.append(Node("Sub", [x, x], dialect="onnx", name="sub", outputs=[Value("d", DType.FLOAT32)]))
+    mul = g.append(Node("Mul", [sub.output, sub.output], dialect="onnx", name="mul", outputs=[Value("m")]))
+    div = g.append(Node("Div", [sub.output, mul.output], dialect="onnx", name="div", outputs=[Value("q")]))
+    g.set_outputs([div.output])
+    return g, {"sub": sub, "mul": mul, "div": div}
+
+
+def test_why_not_closed_allows_readers_inside_the_match_only() -> None:
+    from graphwright.patterns import why_not_closed
+
+    g, n = _onnx_diamond()
+    pattern = P("Div", P("Sub", ANY, ANY, name="s"), P("Mul", P("Sub", ANY, ANY), P("Sub", ANY, ANY)))
+    m = match_pattern(pattern, n["div"])
+    assert m is not None and why_not_closed(m) is None
+    assert why_not_fusable(m) == "intermediate 'sub' (Sub) has 3 readers, not 1"
+    extra = g.append(Node("Neg", [n["sub"].output], dialect="onnx", name="leak", outputs=[Value("l")]))
+    m = match_pattern(pattern, n["div"])
+    assert why_not_closed(m) == "intermediate 'sub' (Sub) is also read by 'leak' (Neg) outside the pattern"
+    g.remove(extra)
+    other = g.append(Node("Relu", [g.inputs[0]], dialect="onnx", name="other", outputs=[Value("o")]))
+    n["div"].add_control_input(other)
+    assert why_not_closed(match_pattern(pattern, n["div"])) == "root 'div' (Div) has control inputs"
+
+
+def test_why_not_absorbed_allows_control_inputs_but_not_waiters() -> None:
+    from graphwright.patterns import why_not_absorbed
+
+    g, n = conv_bias_relu()
+    assert why_not_absorbed(n["bias"]) is None
+    n["bias"].add_control_input(n["x"])
+    assert why_not_absorbed(n["bias"]) is None  # the fusion copies control inputs onto the fused node
+    waiter = g.append(Node("NoOp", (), dialect="tf", name="wait", control_inputs=[n["bias"]]))
+    assert why_not_absorbed(n["bias"]) == "intermediate 'bias' (BiasAdd) has control users"
+    g.remove(waiter)
+    assert why_not_absorbed(n["relu"]) == "intermediate 'relu' (Relu) has 0 readers, not 1"  # read only as the output
+
+
+def test_read_only_by_same_graph_and_compatible_dtype() -> None:
+    from graphwright.patterns import compatible_dtype, read_only_by, same_graph
+
+    _g, n = _onnx_diamond()
+    assert read_only_by(n["mul"], {n["div"]}) and not read_only_by(n["sub"], {n["div"]})
+    assert read_only_by(n["sub"], {n["mul"], n["div"]}) and not read_only_by(n["div"], set())  # a graph output
+    other = Graph("onnx")
+    stray = other.append(Node("Relu", [Value("z")], dialect="onnx", name="stray", outputs=[Value("r")]))
+    assert same_graph(n["sub"], n["div"]) and not same_graph(n["sub"], stray) and not same_graph(n["sub"], None)
+    a, b, c = Value("a", DType.FLOAT32), Value("b", DType.FLOAT16), Value("c")
+    assert not compatible_dtype(a, b) and compatible_dtype(a, c) and compatible_dtype(None, b)
+
+
+def test_why_not_bypassable_protects_onnx_output_names_only() -> None:
+    from graphwright.patterns import why_not_bypassable
+
+    g, n = _onnx_diamond()
+    x = g.inputs[0]
+    assert why_not_bypassable(n["div"].output, n["mul"].output) is None  # 'm' can become 'q'
+    assert why_not_bypassable(n["mul"].output, x) is None  # 'm' is no graph output: nothing to keep
+    reason = why_not_bypassable(n["div"].output, x)
+    assert reason is not None and reason.startswith("graph output 'q' would be renamed: 'x' cannot take its name")
+    _tf, t = conv_bias_relu()
+    assert why_not_bypassable(t["relu"].output, t["x"].output) is None  # GraphDefs fetch nodes by name

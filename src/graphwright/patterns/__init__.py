@@ -22,13 +22,19 @@ from .matcher import Match, Matcher, MatchStats, as_pattern, find_matches, match
 from .parse import PatternParseError, format_pattern, parse_pattern
 from .pattern import ANY, CONST, OMITTED, Const, Omitted, OneOf, P, Pattern, Wildcard
 from .predicates import (
+    compatible_dtype,
     fusable_chain,
     is_constant,
     no_control_edges,
     not_graph_io,
+    read_only_by,
     same_dtype,
+    same_graph,
     single_use,
     weight_not_shared,
+    why_not_absorbed,
+    why_not_bypassable,
+    why_not_closed,
     why_not_fusable,
 )
 from .replace import Outcome, ReplaceReport, Rule, RuleSet, drop_if_unread, replace_matching
@@ -42,7 +48,8 @@ __all__ = [
     # replacing
     "replace_matching", "Replacement", "Skip", "Rule", "RuleSet", "ReplaceReport", "Outcome",
     "clone_node", "make_constant", "drop_if_unread",
-    # predicates
-    "single_use", "no_control_edges", "not_graph_io", "same_dtype", "is_constant",
-    "weight_not_shared", "fusable_chain", "why_not_fusable",
+    # predicates (the safety checks every rule uses; see predicates.py)
+    "single_use", "no_control_edges", "not_graph_io", "same_dtype", "compatible_dtype", "is_constant",
+    "weight_not_shared", "read_only_by", "same_graph", "fusable_chain", "why_not_fusable", "why_not_closed",
+    "why_not_absorbed", "why_not_bypassable",
 ]

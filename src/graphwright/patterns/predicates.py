@@ -14,8 +14,9 @@ from ..ir import Node, Value, constant_value
 from .matcher import Match
 
 __all__ = [
-    "single_use", "no_control_edges", "not_graph_io", "same_dtype", "is_constant",
-    "weight_not_shared", "fusable_chain", "why_not_fusable", "why_not_closed", "why_not_absorbed",
+    "single_use", "no_control_edges", "not_graph_io", "same_dtype", "compatible_dtype", "is_constant",
+    "weight_not_shared", "read_only_by", "same_graph", "fusable_chain", "why_not_fusable", "why_not_closed",
+    "why_not_absorbed", "why_not_bypassable",
 ]
 
 
@@ -179,5 +180,3 @@ def why_not_bypassable(old: Value, source: Value) -> str | None:
                 "(a graph input or output, a constant, or a value of an outer graph)")
     return None
 
-
-__all__ += ["read_only_by", "same_graph", "compatible_dtype", "why_not_bypassable"]

@@ -39,6 +39,7 @@ from ..ir import Graph, Node, Value
 from ._build import Replacement, Skip
 from .matcher import Match, Matcher, MatchStats, as_pattern
 from .pattern import Const, Pattern
+from .predicates import why_not_bypassable
 
 __all__ = ["Rule", "RuleSet", "ReplaceReport", "Outcome", "replace_matching", "ReplaceFn", "CheckFn",
            "drop_if_unread"]
@@ -403,11 +404,10 @@ class _Plan:
                         f"{value.name!r} (output of {node.name!r}) is a graph output and the replacement "
                         "does not map it"
                     )
-                if value.is_graph_output and mapped is not None and self.bypass and not self._nameable(mapped):
-                    self.problems.append(
-                        f"graph output {value.name!r} would be renamed: {mapped.name!r} cannot take its name "
-                        "(a graph input or output, a constant, or a value of an outer graph)"
-                    )
+                if value.is_graph_output and mapped is not None and self.bypass:
+                    why = why_not_bypassable(value, mapped)
+                    if why is not None:
+                        self.problems.append(why)
             if mover is None:
                 mover = fallback
             outside = [u for u in node.control_users if u not in removed]
@@ -417,14 +417,6 @@ class _Plan:
                         f"{node.name!r} has control users ({outside[0].name!r}...) and no mapped output to move them to"
                     )
                 self.control_moves.append((node, mover))
-
-    def _nameable(self, target: Value) -> bool:
-        """A bypass target can take a graph output's name (see :meth:`_renames`)."""
-        if self.graph.dialect == "tf":
-            return True
-        producer = target.producer
-        return (producer is not None and producer.graph is self.graph
-                and not target.is_graph_input and not target.is_graph_output)
 
     def reason(self, limit: int = 3) -> str:
         """The problems on one line: the first ``limit``, then how many more."""
