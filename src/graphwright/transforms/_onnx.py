@@ -14,7 +14,7 @@ import numpy as np
 from ..ir import Attr, DType, Graph, Model, Node, Tensor, Value, all_graphs, constant_value, subgraphs
 
 __all__ = [
-    "all_graphs", "const_array", "is_const", "opset_version", "opset", "OPSET_IMPORT", "new_initializer",
+    "all_graphs", "const_array", "is_const", "opset_version", "OPSET_IMPORT", "new_initializer",
     "bypass", "drop_node",
     "static_shape", "tensor_nbytes", "is_standard", "only_reader", "Names", "STANDARD_DOMAINS",
 ]
@@ -41,9 +41,6 @@ def opset_version(model: Model, domain: str = "", *, default: int = 0) -> int:
             return int(imports[key] or 0)
     return default
 
-
-#: The former name of :func:`opset_version`, kept while callers move over.
-opset = opset_version
 
 
 def const_array(value: Value | None) -> np.ndarray | None:

@@ -37,8 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...ir import DType, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import compatible_dtype
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, compatible_dtype
 from ...runtime.numpy_onnx import onnx_dtype_numpy
 from .._onnx import const_array, static_shape
 from ..rules import rule_transform

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, DType, Node
-from ...patterns import ANY, CONST, Match, P, Replacement, Skip
-from ...patterns.predicates import no_control_edges, not_graph_io, single_use
+from ...patterns import ANY, CONST, Match, P, Replacement, Skip, no_control_edges, not_graph_io, single_use
 from .._channels import channel_count, data_format, node_of, output_channel_axis, per_channel, value_name
 from .._weights import scaled
 

@@ -48,8 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Model
-from ...patterns import ANY, CONST, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import weight_not_shared, why_not_fusable
+from ...patterns import ANY, CONST, Match, P, Replacement, RuleSet, Skip, weight_not_shared, why_not_fusable
 from .._channels import (
     channel_count,
     node_of,

@@ -31,8 +31,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ...ir import Attr, DType, Model, Node, Value
-from ...patterns import ANY, Match, P, Pattern, Replacement, RuleSet
-from ...patterns.predicates import why_not_absorbed
+from ...patterns import ANY, Match, P, Pattern, Replacement, RuleSet, why_not_absorbed
 from ..registry import TransformResult
 from ..rules import apply_rules, result_of
 

@@ -41,8 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Graph, Model, Node, Tensor, Value, constant_value
-from ...patterns import Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import why_not_absorbed
+from ...patterns import Match, P, Replacement, RuleSet, Skip, why_not_absorbed
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of

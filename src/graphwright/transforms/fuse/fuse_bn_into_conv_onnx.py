@@ -31,8 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import not_graph_io, single_use
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, not_graph_io, same_graph, single_use
 from .._channels import FLOAT_KINDS, out_channels, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_standard
 from ..context import TransformContext
@@ -76,7 +75,7 @@ def _bn_params(bn: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
 def _why_not_private(m: Match, node: Node) -> str | None:
     """The contraction can be edited for the batch norm alone: same graph, one output, read only by it."""
     y = node.outputs[0]
-    if node.graph is not m.graph:  # a body's match reaching into the enclosing graph
+    if not same_graph(node, m.node):  # a body's match reaching into the enclosing graph
         return f"the {node.op} producing {y.name!r} is in an enclosing graph"
     if len(node.outputs) != 1:
         return f"the {node.op} producing {y.name!r} has {len(node.outputs)} outputs"

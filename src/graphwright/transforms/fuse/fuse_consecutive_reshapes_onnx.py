@@ -28,9 +28,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Graph, Model, Node, Tensor, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import read_only_by, same_graph
-from .._onnx import Names, const_array, is_standard, opset
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, read_only_by, same_graph
+from .._onnx import Names, const_array, is_standard, opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
@@ -163,7 +162,7 @@ def _constants_first(made: list[Node]) -> None:
 @transform("fuse_consecutive_reshapes", dialects={"onnx"})
 def fuse_consecutive_reshapes(model: Model, ctx: TransformContext) -> TransformResult:
     """Replace chains of Reshape/Flatten/Squeeze/Unsqueeze by one Reshape."""
-    if opset(model) < 5:
+    if opset_version(model) < 5:
         return TransformResult(False, {"chains_fused": 0}, ["Reshape takes its shape as an input from opset 5 on"])
     fusion, cleanup, unread, constant_nodes = _rules(model)
     report = apply_rules(model, [fusion])

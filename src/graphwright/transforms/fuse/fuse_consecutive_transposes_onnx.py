@@ -24,8 +24,7 @@ graphs; O(N + E).
 from __future__ import annotations
 
 from ...ir import Attr, Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import read_only_by, same_graph, why_not_bypassable
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, read_only_by, same_graph, why_not_bypassable
 from .._onnx import is_standard
 from ..context import TransformContext
 from ..registry import TransformResult, transform

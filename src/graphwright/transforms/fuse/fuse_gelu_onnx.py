@@ -36,8 +36,7 @@ from __future__ import annotations
 import math
 
 from ...ir import Attr, DType, Model, Value
-from ...patterns import ANY, CONST, Match, Pattern, Replacement, RuleSet, Skip
-from ...patterns.predicates import why_not_closed
+from ...patterns import ANY, CONST, Match, Pattern, Replacement, RuleSet, Skip, why_not_closed
 from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform

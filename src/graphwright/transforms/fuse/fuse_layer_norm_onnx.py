@@ -34,8 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Model, Node, Value, all_graphs, constant_value
-from ...patterns import ANY, CONST, Match, Replacement, ReplaceReport, RuleSet, Skip
-from ...patterns.predicates import why_not_closed
+from ...patterns import ANY, CONST, Match, Replacement, ReplaceReport, RuleSet, Skip, why_not_closed
 from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform

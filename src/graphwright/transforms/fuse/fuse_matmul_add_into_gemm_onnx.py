@@ -18,8 +18,7 @@ match says why.  All graphs; O(N + E).
 from __future__ import annotations
 
 from ...ir import DType, Model, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import same_dtype, why_not_fusable
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, same_dtype, same_graph, why_not_fusable
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
@@ -48,7 +47,7 @@ def _fold(m: Match) -> Replacement | Skip:
     assert add is not None and matmul is not None
     a, b, c, y = m["a"].value, m["b"].value, m["c"].value, matmul.output
     assert a is not None and b is not None and c is not None
-    reason = None if matmul.graph is add.graph else f"the MatMul producing {y.name!r} is in an enclosing graph"
+    reason = None if same_graph(matmul, add) else f"the MatMul producing {y.name!r} is in an enclosing graph"
     reason = reason or why_not_fusable(m)
     if reason:
         return m.skip(reason)

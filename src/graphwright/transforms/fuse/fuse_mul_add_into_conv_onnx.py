@@ -29,8 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import not_graph_io, single_use
+from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, not_graph_io, same_graph, single_use
 from .._channels import FLOAT_KINDS, out_channels, per_channel, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_const, is_standard
 from ..context import TransformContext
@@ -72,7 +71,7 @@ def _per_channel_const(const: Value, out_rank: int, channels: int) -> np.ndarray
 def _why_not_private(m: Match, conv: Node) -> str | None:
     """The Conv can be edited for the matched node alone: same graph, one output, read only by it."""
     y = conv.outputs[0]
-    if conv.graph is not m.graph:  # a body's match reaching into the enclosing graph
+    if not same_graph(conv, m.node):  # a body's match reaching into the enclosing graph
         return f"the {conv.op} producing {y.name!r} is in an enclosing graph"
     if len(conv.outputs) != 1:
         return f"the {conv.op} producing {y.name!r} has {len(conv.outputs)} outputs"

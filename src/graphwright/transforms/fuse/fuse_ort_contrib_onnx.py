@@ -40,8 +40,20 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir import Attr, DType, Model, Node, Value
-from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip
-from ...patterns.predicates import no_control_edges, not_graph_io, single_use, why_not_closed
+from ...patterns import (
+    ANY,
+    CONST,
+    Match,
+    P,
+    Pattern,
+    Replacement,
+    RuleSet,
+    Skip,
+    no_control_edges,
+    not_graph_io,
+    single_use,
+    why_not_closed,
+)
 from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform

@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Model, Node
-from ...patterns import Match, P, Replacement, RuleSet, Skip
-from ...patterns.predicates import why_not_fusable
+from ...patterns import Match, P, Replacement, RuleSet, Skip, same_graph, why_not_fusable
 from .._onnx import const_array
 from ..context import TransformContext
 from ..registry import TransformResult, transform
@@ -66,7 +65,7 @@ def _fold(m: Match) -> Replacement | Skip:
     conv, pad = m.node, m["pad"].node
     assert conv is not None and pad is not None
     x = conv.input(0)
-    reason = None if pad.graph is conv.graph else f"the Pad producing {x.name!r} is in an enclosing graph"
+    reason = None if same_graph(pad, conv) else f"the Pad producing {x.name!r} is in an enclosing graph"
     reason = reason or why_not_fusable(m)
     if reason:
         return m.skip(reason)
