@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 import graphwright as gw
 from graphwright.errors import ModelLoadError, TransformError
@@ -15,8 +15,7 @@ from graphwright.formats import onnx as onnx_format
 from graphwright.runtime import input_specs, run
 from graphwright.simplify import parse_input_shapes, parse_size, simplify
 from graphwright.verify import random_feeds
-
-from ._build import F, model, vi
+from tests.transforms._onnx_build import F, init, model, same_outputs, vi
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -176,3 +175,26 @@ def test_passes_run_as_a_pipeline_with_typed_parameters() -> None:
     assert report.steps[1].changed and "BatchNormalization" not in {n.op for n in model_.graph}
     with pytest.raises(TransformError, match="size_limit"):
         gw.transform(model_, "onnx_fold_constants(size_limit=big)")
+
+
+mk = helper.make_node
+
+
+def test_passes_recurse_into_loop_bodies() -> None:
+    """Loop body: acc' = acc + Identity(x) * Sqrt(k) with k constant -> acc + x * c."""
+    body = helper.make_graph(
+        [mk("Identity", ["x"], ["xi"]), mk("Sqrt", ["k"], ["sk"]), mk("Mul", ["xi", "sk"], ["t"]),
+         mk("Add", ["acc", "t"], ["acc_out"]), mk("Identity", ["cond"], ["cond_out"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("cond", TensorProto.BOOL, []), vi("acc", F, [3])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("acc_out", F, [3])],
+    )
+    nodes = [mk("Loop", ["n", "", "acc0"], ["y"], body=body)]
+    m, p = model(nodes, [vi("x", F, [3]), vi("acc0", F, [3])], [vi("y", F, [3])],
+                 [init("n", np.array(4, np.int64)), init("k", np.array([4.0], np.float32))])
+    from graphwright.simplify import simplify
+
+    simplify(m)
+    inner = next(iter(m.graph)).attrs["body"].value
+    assert sorted(n.op for n in inner) == ["Add", "Identity", "Mul"]  # cond passthrough keeps its output name
+    same_outputs(p, m)

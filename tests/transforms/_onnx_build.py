@@ -1,4 +1,4 @@
-"""Small ONNX models built by hand, and the checks every simplify test makes.
+"""Small ONNX models built by hand, and the checks every ONNX pass test makes.
 
 ``model(nodes, inputs, outputs, inits)`` builds an IR model through a real
 ModelProto (so the reader sees what a file would give); ``same_outputs``

@@ -18,6 +18,7 @@ from graphwright.formats.onnx.inference import InferenceOverBudget, infer_types
 from graphwright.transforms import StepRunner
 from graphwright.transforms.fold.infer_shapes_onnx import size_bombs
 
+from .._onnx_build import F, apply, init, model, vi
 from ._bombs import CAP_SECONDS, node_names, onnx_bomb, run_capped
 
 SHAPE_MAKING_BOMBS = {"tile": "Tile", "range": "Range", "constant_of_shape": "ConstantOfShape", "expand": "Expand"}
@@ -115,3 +116,17 @@ def _small_tile() -> onnx.ModelProto:
     proto = onnx_bomb("tile")
     proto.graph.initializer[1].CopyFrom(onnx.numpy_helper.from_array(np.array([3], np.int64), "r"))
     return proto
+
+
+# a hand-built graph
+
+mk = helper.make_node
+
+
+def test_infer_shapes_types_every_value() -> None:
+    nodes = [mk("MatMul", ["x", "w"], ["h"]), mk("Relu", ["h"], ["y"])]
+    m, _ = model(nodes, [vi("x", F, ["N", 4])], [vi("y", F, None)], [init("w", np.ones([4, 8], np.float32))])
+    result = apply(m, "infer_shapes")
+    assert result.changed
+    assert m.graph.outputs[0].shape == ("N", 8)
+    assert next(iter(m.graph)).output.shape == ("N", 8)

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 import graphwright.transforms.inline.inline_constant_if_onnx  # noqa: F401 - registers the pass
 
-from ._build import F, apply, init, model, ops, same_outputs, vi
+from .._onnx_build import F, apply, init, model, ops, same_outputs, vi
 
 mk = helper.make_node
 

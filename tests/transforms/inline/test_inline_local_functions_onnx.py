@@ -9,7 +9,7 @@ from onnx import helper
 from graphwright.formats import onnx as onnx_format
 from graphwright.simplify import simplify
 
-from ._build import F, apply, init, ops, same_outputs, vi
+from .._onnx_build import F, apply, init, ops, same_outputs, vi
 
 mk = helper.make_node
 
