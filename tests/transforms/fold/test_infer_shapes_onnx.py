@@ -130,3 +130,20 @@ def test_infer_shapes_types_every_value() -> None:
     assert result.changed
     assert m.graph.outputs[0].shape == ("N", 8)
     assert next(iter(m.graph)).output.shape == ("N", 8)
+
+
+def test_only_models_that_could_explode_pay_for_an_isolated_inference(tmp_path: Path) -> None:
+    """Data propagation runs in a capped child process only when it could make a long vector of
+    concrete length; an ordinary export (sizes from Shape of its inputs) infers in-process, so a
+    caller's other threads never share an address-space limit."""
+    from graphwright.formats.onnx.inference import _could_explode
+    from tests.models import get_model
+
+    from ._bombs import onnx_bomb
+
+    bert = gw.load(get_model("torch_onnx", "bert").path)
+    assert not _could_explode(bert, set())
+    chain = gw.formats.onnx.load(Path("c.onnx"), onnx_bomb("chain").SerializeToString())
+    assert _could_explode(chain, set())
+    declared = gw.formats.onnx.load(Path("v.onnx"), _declared_vector(10**10).SerializeToString())
+    assert _could_explode(declared, set())

@@ -25,19 +25,27 @@ defences, both free on ordinary models:
   inputs of the same type and shape, so ONNX never learns their values: the
   node's output gets a shape of unknown dims and the rest of the model is
   inferred as usual;
-* ``memory_limit``: the call runs with the process's address-space soft limit
-  (``RLIMIT_AS``) lowered to what is mapped now plus ``memory_limit`` bytes;
-  an allocation past it fails inside ONNX (``std::bad_alloc`` ->
-  ``MemoryError``), the limit is restored, and :class:`InferenceOverBudget`
-  is raised (the caller retries without data propagation).  Two system calls
-  per inference; where the limit cannot be set (not POSIX), only ``cut``
-  protects.  The limit is the process's: other threads allocating during the
-  call (a millisecond on ordinary models) share it.  A child process would also bound it, but costs a fork per call
-  (about the whole inference time of a BERT layer stack).
+* ``memory_limit``: with data propagation, the call runs in a forked child
+  whose address space (``RLIMIT_AS``) is capped at what is mapped now plus
+  ``memory_limit`` bytes; an allocation past it fails there (``std::bad_alloc``)
+  or kills the child, and :class:`InferenceOverBudget` is raised (the caller
+  retries without data propagation, which is bounded by the model's size).
+  The cap never touches the caller's process: lowering it there would make
+  the allocations of every other thread (onnxruntime's, TensorFlow's) fail
+  too.  A fork costs tens of milliseconds in a process holding a large model,
+  so it is made only when data propagation *could* make a long vector of
+  concrete length (:func:`_could_explode`: a size-making node reading a
+  computed size, in a model holding a large number to compute it from);
+  ordinary exports infer in-process.  Where there is no fork or no ``/proc``
+  (not Linux), only ``cut`` protects.
 """
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
@@ -45,7 +53,7 @@ import onnx
 import onnx.inliner
 
 from ...errors import ModelLoadError, ModelSaveError, TransformError
-from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, subgraphs
+from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, all_graphs, subgraphs
 from .dtypes import dtype_from_onnx, onnx_code
 from .reader import from_proto
 from .saving import to_proto
@@ -56,6 +64,9 @@ try:
     import resource
 except ImportError:  # not POSIX: no address-space limit, only the cuts protect
     resource = None  # type: ignore[assignment]
+
+#: A capped child process is possible (POSIX with /proc to measure the mapped size).
+_CAN_FORK = hasattr(os, "fork") and resource is not None and os.path.exists("/proc/self/statm")
 
 __all__ = ["infer_types", "inline_one_call", "INLINE_BYTES", "INLINE_INT_BYTES", "InferenceFailed",
            "InferenceOverBudget", "address_space_limit"]
@@ -89,9 +100,10 @@ def _mapped_bytes() -> int | None:
 def address_space_limit(extra: int | None) -> Iterator[None]:
     """``with address_space_limit(extra):`` at most ``extra`` more bytes of address space can be mapped.
 
-    Lowers the soft ``RLIMIT_AS`` (never above a limit already set) and
-    restores it on exit; does nothing where it cannot (not Linux, or
-    ``extra`` is None).  Allocations past it fail with ``MemoryError``.
+    For a process of its own only (a forked child, see :func:`_infer_in_child`): the limit is the
+    whole process's, so other threads of a program (onnxruntime's, TensorFlow's) would fail their
+    allocations too.  Lowers the soft ``RLIMIT_AS`` (never above a limit already set) and restores
+    it on exit; does nothing where it cannot (not Linux, or ``extra`` is None).
     """
     mapped = _mapped_bytes() if extra is not None and resource is not None else None
     if mapped is None or extra is None:
@@ -111,6 +123,62 @@ def address_space_limit(extra: int | None) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+#: Seconds a capped inference may take before it counts as over budget.
+CHILD_TIMEOUT = 120.0
+_CHILD_OVER, _CHILD_FAILED = 3, 4
+
+
+def _infer(proto: onnx.ModelProto, data_prop: bool) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False, data_prop=data_prop)
+
+
+def _infer_in_child(proto: onnx.ModelProto, memory_limit: int) -> onnx.ModelProto:
+    """ONNX shape inference with data propagation in a forked child whose address space is capped
+    at ``memory_limit`` more bytes: a bomb dies there (:class:`InferenceOverBudget`), never in the
+    caller, whose other threads are untouched.  Costs one fork (a few milliseconds) and sending
+    the weight-less result back through a pipe."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        code = 0
+        try:
+            os.close(read_end)
+            with address_space_limit(memory_limit):
+                data = _infer(proto, True).SerializeToString()
+        except MemoryError:
+            code, data = _CHILD_OVER, b""
+        except BaseException as e:
+            code, data = _CHILD_FAILED, (str(e).strip().splitlines() or [type(e).__name__])[0].encode()[:300]
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_end, view):]
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(read_end, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code == 0:
+        return onnx.ModelProto.FromString(b"".join(chunks))
+    if code == _CHILD_FAILED:
+        raise InferenceFailed(b"".join(chunks).decode("utf-8", "replace") or "ONNX shape inference failed")
+    raise InferenceOverBudget(f"ONNX shape inference needed more than {memory_limit} bytes")
 
 
 class _HeaderBuilder(Builder):
@@ -238,6 +306,69 @@ def _cut(model: Model, gp: onnx.GraphProto, names: dict[Value, str], cut: Iterab
             gp.input.append(_value_info(name, value))
 
 
+#: Sizes at or above this in a constant or a declared dim make data propagation worth isolating.
+LARGE_SIZE = 1 << 16
+_SIZE_OPS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,), "Range": (0, 1, 2)}
+_SENTINELS = (2**31 - 1, -(2**31), 2**63 - 1, -(2**63))
+
+
+def _could_explode(model: Model, cut: set[tuple[Node, int]]) -> bool:
+    """Whether ONNX's data propagation could make a long 1-D value of *concrete* length, the only
+    thing that makes it allocate without bound: a node that makes a tensor from a size it is given
+    (``ConstantOfShape``, ``Expand``, ``Tile``, ``Range``) reading a computed size, in a model that
+    holds a large number to compute it from (an integer constant element, or a declared dim, of at
+    least :data:`LARGE_SIZE`; the int32/int64 extremes ``Slice`` uses for "to the end" excepted);
+    or a declared 1-D integer value that long already.
+    Ordinary exports (sizes from ``Shape`` of symbolic or modest dims) run in-process.  O(N)."""
+    computed = False
+    large = False
+    for graph in all_graphs(model):
+        for value in list(graph.inputs) + list(graph.initializers):
+            if _long_int_vector(value):
+                return True
+            large = large or _large_value(value)
+        for node in graph:
+            for i in _SIZE_OPS.get(node.op, ()):
+                if i < len(node.inputs) and (node, i) not in cut:
+                    size = node.inputs[i]
+                    if size is not None and size.producer is not None and size.producer.op != "Constant":
+                        computed = True
+            for value in node.outputs:
+                if _long_int_vector(value):
+                    return True
+                large = large or _large_dims(value)
+            if node.op == "Constant":
+                large = large or _large_value(node.output)
+            if computed and large:
+                return True
+    return computed and large
+
+
+def _long_int_vector(value: Value) -> bool:
+    """A declared 1-D integer value of at least :data:`LARGE_SIZE` elements: data propagation
+    spends per element on it directly."""
+    shape = value.shape
+    return (shape is not None and len(shape) == 1 and isinstance(shape[0], int) and shape[0] >= LARGE_SIZE
+            and value.dtype in (DType.INT32, DType.INT64, None))
+
+
+def _large_dims(value: Value) -> bool:
+    return value.shape is not None and any(isinstance(d, int) and d >= LARGE_SIZE for d in value.shape)
+
+
+def _large_value(value: Value) -> bool:
+    if _large_dims(value):
+        return True
+    tensor = value.const if value.const is not None else None
+    if tensor is None and value.producer is not None and value.producer.op == "Constant":
+        attr = value.producer.attr("value")
+        tensor = attr if isinstance(attr, Tensor) else None
+    if tensor is None or tensor.dtype not in (DType.INT32, DType.INT64) or tensor.size > INLINE_INT_BYTES // 4:
+        return False
+    values = tensor.numpy().reshape(-1).tolist()
+    return any(abs(v) >= LARGE_SIZE and v not in _SENTINELS for v in values)
+
+
 def infer_types(model: Model, *, data_prop: bool = True, cut: Iterable[tuple[Node, int]] = (),
                 memory_limit: int | None = None) -> dict[Value, tuple[DType | None, Shape]]:
     """Types ONNX infers for the outputs of every node (all graphs), keyed by IR value.
@@ -253,9 +384,10 @@ def infer_types(model: Model, *, data_prop: bool = True, cut: Iterable[tuple[Nod
     _prepare(model.graph, proto.graph, names)
     _cut(model, proto.graph, names, cut)
     try:
-        with address_space_limit(memory_limit):
-            inferred = onnx.shape_inference.infer_shapes(proto, check_type=False, strict_mode=False,
-                                                         data_prop=data_prop)
+        if data_prop and memory_limit is not None and _CAN_FORK and _could_explode(model, set(cut)):
+            inferred = _infer_in_child(proto, memory_limit)
+        else:  # without data propagation the work is bounded by the model's size
+            inferred = _infer(proto, data_prop)
     except MemoryError:
         raise InferenceOverBudget(f"ONNX shape inference needed more than {memory_limit} bytes") from None
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, RuntimeError, ValueError) as e:
