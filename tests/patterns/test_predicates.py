@@ -179,3 +179,14 @@ def test_why_not_bypassable_protects_onnx_output_names_only() -> None:
     assert reason is not None and reason.startswith("graph output 'q' would be renamed: 'x' cannot take its name")
     _tf, t = conv_bias_relu()
     assert why_not_bypassable(t["relu"].output, t["x"].output) is None  # GraphDefs fetch nodes by name
+
+
+def test_why_not_editable_needs_one_private_output_in_the_root_s_graph() -> None:
+    from graphwright.patterns import why_not_editable
+
+    _g, n = _onnx_diamond()
+    assert why_not_editable(n["mul"], n["div"]) is None
+    assert why_not_editable(n["sub"], n["div"]) == "'d' is also read elsewhere or is a graph output"
+    other = Graph("onnx")
+    stray = other.append(Node("Relu", [Value("z")], dialect="onnx", name="stray", outputs=[Value("r")]))
+    assert why_not_editable(stray, n["div"]) == "the Relu producing 'r' is in an enclosing graph"

@@ -35,6 +35,7 @@ from .predicates import (
     why_not_absorbed,
     why_not_bypassable,
     why_not_closed,
+    why_not_editable,
     why_not_fusable,
 )
 from .replace import Outcome, ReplaceReport, Rule, RuleSet, drop_if_unread, replace_matching
@@ -51,5 +52,5 @@ __all__ = [
     # predicates (the safety checks every rule uses; see predicates.py)
     "single_use", "no_control_edges", "not_graph_io", "same_dtype", "compatible_dtype", "is_constant",
     "weight_not_shared", "read_only_by", "same_graph", "fusable_chain", "why_not_fusable", "why_not_closed",
-    "why_not_absorbed", "why_not_bypassable",
+    "why_not_absorbed", "why_not_bypassable", "why_not_editable",
 ]

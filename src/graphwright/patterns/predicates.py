@@ -16,7 +16,7 @@ from .matcher import Match
 __all__ = [
     "single_use", "no_control_edges", "not_graph_io", "same_dtype", "compatible_dtype", "is_constant",
     "weight_not_shared", "read_only_by", "same_graph", "fusable_chain", "why_not_fusable", "why_not_closed",
-    "why_not_absorbed", "why_not_bypassable",
+    "why_not_absorbed", "why_not_bypassable", "why_not_editable",
 ]
 
 
@@ -180,3 +180,19 @@ def why_not_bypassable(old: Value, source: Value) -> str | None:
                 "(a graph input or output, a constant, or a value of an outer graph)")
     return None
 
+
+def why_not_editable(node: Node, root: Node | None) -> str | None:
+    """Why ``node`` can't be edited in place for a match rooted at ``root`` alone (a batch norm or
+    a per-channel scale folded into the Conv that produces its input), or None when it can: the
+    same graph as the root (a body's match may reach into the enclosing graph), one output, read
+    once and not a graph input/output.  O(1)."""
+    y = node.outputs[0] if node.outputs else None
+    if y is None:
+        return f"{node.op} {node.name!r} has no output"
+    if not same_graph(node, root):
+        return f"the {node.op} producing {y.name!r} is in an enclosing graph"
+    if len(node.outputs) != 1:
+        return f"the {node.op} producing {y.name!r} has {len(node.outputs)} outputs"
+    if not (single_use(y) and not_graph_io(y)):
+        return f"{y.name!r} is also read elsewhere or is a graph output"
+    return None

@@ -31,7 +31,15 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, not_graph_io, same_graph, single_use
+from ...patterns import (
+    ANY,
+    Match,
+    P,
+    Replacement,
+    RuleSet,
+    Skip,
+    why_not_editable,
+)
 from .._channels import FLOAT_KINDS, out_channels, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_standard
 from ..context import TransformContext
@@ -72,25 +80,13 @@ def _bn_params(bn: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray] | str:
     return scale, beta, mean
 
 
-def _why_not_private(m: Match, node: Node) -> str | None:
-    """The contraction can be edited for the batch norm alone: same graph, one output, read only by it."""
-    y = node.outputs[0]
-    if not same_graph(node, m.node):  # a body's match reaching into the enclosing graph
-        return f"the {node.op} producing {y.name!r} is in an enclosing graph"
-    if len(node.outputs) != 1:
-        return f"the {node.op} producing {y.name!r} has {len(node.outputs)} outputs"
-    if not (single_use(y) and not_graph_io(y)):
-        return f"{y.name!r} is also read elsewhere or is a graph output"
-    return None
-
-
 def _fold(m: Match, names: Names) -> Replacement | Skip:
     bn = m.node
     assert bn is not None
     y = m["y"].value
     assert y is not None and y.producer is not None
     node = y.producer
-    reason = _why_not_private(m, node)
+    reason = why_not_editable(node, m.node)
     if reason:
         return m.skip(reason)
     params = _bn_params(bn)

@@ -28,8 +28,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, not_graph_io, same_graph, single_use
+from ...ir import Model, Value
+from ...patterns import (
+    ANY,
+    Match,
+    P,
+    Replacement,
+    RuleSet,
+    Skip,
+    why_not_editable,
+)
 from .._channels import FLOAT_KINDS, out_channels, per_channel, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_const, is_standard
 from ..context import TransformContext
@@ -68,24 +76,12 @@ def _per_channel_const(const: Value, out_rank: int, channels: int) -> np.ndarray
     return per_channel(array, out_rank, 1, channels)
 
 
-def _why_not_private(m: Match, conv: Node) -> str | None:
-    """The Conv can be edited for the matched node alone: same graph, one output, read only by it."""
-    y = conv.outputs[0]
-    if not same_graph(conv, m.node):  # a body's match reaching into the enclosing graph
-        return f"the {conv.op} producing {y.name!r} is in an enclosing graph"
-    if len(conv.outputs) != 1:
-        return f"the {conv.op} producing {y.name!r} has {len(conv.outputs)} outputs"
-    if not (single_use(y) and not_graph_io(y)):
-        return f"{y.name!r} is also read elsewhere or is a graph output"
-    return None
-
-
 def _fold(m: Match, names: Names) -> Replacement | Skip:
     op_node = m.node
     y, const = m["y"].value, m["c"].value
     assert op_node is not None and y is not None and const is not None and y.producer is not None
     conv = y.producer
-    reason = _why_not_private(m, conv)
+    reason = why_not_editable(conv, m.node)
     if reason:
         return m.skip(reason)
     weight_value = conv.inputs[1] if len(conv.inputs) > 1 else None
