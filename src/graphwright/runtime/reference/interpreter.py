@@ -35,8 +35,12 @@ from . import conv, elementwise, pool, shape_ops  # noqa: F401  (register the ke
 from ._common import KERNELS, OpContext
 from .fixedpoint import ROUNDING_MODES
 from .jit import wanted
+from .prepare import check_graph, static_input_shape
 
 __all__ = ["Interpreter", "supported_operators"]
+
+#: what a kernel raises on operands prepare could not check (their values come at run time)
+_KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryError)
 
 
 def supported_operators() -> list[str]:
@@ -47,8 +51,8 @@ def supported_operators() -> list[str]:
 class Interpreter:
     """Run a TFLite model's main graph with the reference kernels."""
 
-    __slots__ = ("_cache", "_last_use", "_lock", "_order", "_steps", "graph", "inputs", "jit", "label",
-                 "outputs", "rounding")
+    __slots__ = ("_cache", "_checked", "_last_use", "_lock", "_order", "_steps", "graph", "inputs", "jit",
+                 "label", "outputs", "rounding")
 
     def __init__(self, model: Model | str | os.PathLike[str], *, rounding: str = "double",
                  jit: bool | None = None) -> None:
@@ -80,6 +84,11 @@ class Interpreter:
                         f"({node.name!r}) has {out.dtype.value}-quantized output, which is not implemented"
                     )
         self.inputs = [InputSpec(v.name, v.dtype, v.shape) for v in self.graph.inputs]  # type: ignore[arg-type]
+        # what the kernels assume (scales, shifts, operand shapes, sizes), for the file's input shapes;
+        # again for other shapes when a run feeds them (see prepare.py)
+        shapes = tuple(static_input_shape(v) for v in self.graph.inputs)
+        check_graph(self.graph, shapes, rounding)
+        self._checked: set[tuple[object, ...]] = {shapes}
         self.outputs = [v.name for v in self.graph.outputs]
         last: dict[Value, int] = {}
         for i, node in enumerate(self._order):
@@ -119,6 +128,7 @@ class Interpreter:
         """Seconds per operator type for one run: each operator's fastest of ``repeat``
         runs (after a warm-up run), summed per type, most expensive first."""
         check_feeds(self.inputs, feeds, label=self.label)
+        self._check_shapes(feeds)
         best = [float("inf")] * len(self._steps)
         with self._lock:
             self._execute_locked(feeds, set())  # warm-up: plans, tables, runners
@@ -131,8 +141,16 @@ class Interpreter:
 
     def _execute(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None) -> dict[str, np.ndarray]:
         check_feeds(self.inputs, feeds, label=self.label)
+        self._check_shapes(feeds)
         with self._lock:
             return self._execute_locked(feeds, keep)
+
+    def _check_shapes(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Run the prepare checks for input shapes not seen yet (one tuple lookup otherwise)."""
+        shapes = tuple(np.shape(feeds[v.name]) for v in self.graph.inputs)
+        if shapes not in self._checked:
+            check_graph(self.graph, shapes, self.rounding)
+            self._checked.add(shapes)
 
     def _execute_locked(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None,
                         best: list[float] | None = None) -> dict[str, np.ndarray]:
@@ -148,25 +166,35 @@ class Interpreter:
             if keep is None or v.name in keep:
                 kept[v.name] = env[v]
         rounding, caches, read, jit, clock = self.rounding, self._cache, self._read, self.jit, time.perf_counter
-        for i, (fn, node, sources, outputs, frees) in enumerate(self._steps):
-            arrays = [const if v is None else env[v] if v in env else read(v) for v, const in sources]
-            cache = caches[node]
-            start = clock() if best is not None else 0.0
-            runner = cache.get("compiled")
-            if runner is not None and arrays and (x := arrays[0]) is not None and x.shape == runner[0] \
-                    and x.dtype == runner[1]:
-                results = [runner[2](x)]
-            else:
-                results = fn(OpContext(node, arrays, rounding, cache, jit))
-            if best is not None:
-                best[i] = min(best[i], clock() - start)
-            for value, array in zip(outputs, results, strict=False):
-                env[value] = array
-                if keep is None or value.name in keep:
-                    kept[value.name] = array
-            if keep is not None:
-                for used in frees:
-                    env.pop(used, None)
+        node: Node | None = None
+        # float kernels overflow to inf silently, as the C kernels do
+        with np.errstate(all="ignore"):
+            try:
+                for i, (fn, node, sources, outputs, frees) in enumerate(self._steps):
+                    arrays = [const if v is None else env[v] if v in env else read(v) for v, const in sources]
+                    cache = caches[node]
+                    start = clock() if best is not None else 0.0
+                    runner = cache.get("compiled")
+                    if runner is not None and arrays and (x := arrays[0]) is not None and x.shape == runner[0] \
+                            and x.dtype == runner[1]:
+                        results = [runner[2](x)]
+                    else:
+                        results = fn(OpContext(node, arrays, rounding, cache, jit))
+                    if best is not None:
+                        best[i] = min(best[i], clock() - start)
+                    for value, array in zip(outputs, results, strict=False):
+                        env[value] = array
+                        if keep is None or value.name in keep:
+                            kept[value.name] = array
+                    if keep is not None:
+                        for used in frees:
+                            env.pop(used, None)
+            except _KERNEL_FAILURES as e:  # what prepare could not see (values known only at run time)
+                where = f"operator {node.op} ({node.name!r})" if node is not None else "this model"
+                raise VerificationError(
+                    f"the reference interpreter cannot run {where}: its inputs do not fit it "
+                    f"({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+                ) from None
         return kept
 
     @staticmethod

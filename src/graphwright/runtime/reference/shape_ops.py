@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import OpContext, Quant, ints, kernel, round_half_away, type_range
+from .prepare import check_size
 
 
 def _new_shape(ctx: OpContext, x: np.ndarray) -> list[int]:
@@ -66,6 +67,7 @@ def pad(ctx: OpContext) -> list[np.ndarray]:
     pads = np.asarray(ctx.x(1)).reshape(-1, 2)
     if pads.shape[0] != x.ndim or np.any(pads < 0):
         raise ctx.error(f"paddings {pads.tolist()} do not fit a rank-{x.ndim} input")
+    check_size("its output", [d + int(a) + int(b) for d, (a, b) in zip(x.shape, pads)], x.itemsize, ctx.error)
     return [np.pad(x, [tuple(int(v) for v in p) for p in pads], constant_values=_pad_value(ctx, x))]
 
 
@@ -116,7 +118,11 @@ def strided_slice(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("TILE")
 def tile(ctx: OpContext) -> list[np.ndarray]:
-    return [np.tile(ctx.x(0), ints(ctx.x(1)))]
+    x, multiples = ctx.x(0), ints(ctx.x(1))
+    if len(multiples) != x.ndim or min(multiples, default=0) < 0:
+        raise ctx.error(f"multiples {multiples} do not fit a rank-{x.ndim} input")
+    check_size("its output", [d * m for d, m in zip(x.shape, multiples)], x.itemsize, ctx.error)
+    return [np.tile(x, multiples)]
 
 
 @kernel("PACK")
@@ -164,10 +170,19 @@ def _resize_flags(ctx: OpContext) -> tuple[bool, bool]:
     return bool(ctx.attr("align_corners", False)), bool(ctx.attr("half_pixel_centers", False))
 
 
+def _resize_size(ctx: OpContext, x: np.ndarray) -> tuple[int, int]:
+    """The output size (a tensor the run may compute), bounded before anything is allocated."""
+    size = ints(ctx.x(1))
+    if len(size) != 2 or min(size) < 1 or x.ndim != 4:
+        raise ctx.error(f"size {size} does not fit input {list(x.shape)}")
+    check_size("its output", (x.shape[0], size[0], size[1], x.shape[3]), 8 * 4, ctx.error)
+    return size[0], size[1]
+
+
 @kernel("RESIZE_NEAREST_NEIGHBOR")
 def resize_nearest(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    oh, ow = ints(ctx.x(1))
+    oh, ow = _resize_size(ctx, x)
     align, half = _resize_flags(ctx)
 
     def index(out: int, size: int) -> np.ndarray:
@@ -183,7 +198,7 @@ def resize_nearest(ctx: OpContext) -> list[np.ndarray]:
 @kernel("RESIZE_BILINEAR")
 def resize_bilinear(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    oh, ow = ints(ctx.x(1))
+    oh, ow = _resize_size(ctx, x)
     align, half = _resize_flags(ctx)
     h, w = x.shape[1], x.shape[2]
     if x.dtype.kind == "f":
