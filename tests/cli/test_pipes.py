@@ -92,3 +92,11 @@ def test_every_positional_argument_has_help() -> None:
         for action in sub._actions:
             if not action.option_strings:
                 assert action.help, f"graphwright {name}: positional {action.dest!r} has no help"
+
+
+def test_errors_name_tensorflow_graphdef_not_the_proto_package(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.pbtxt"
+    bad.write_text("garbage: 1\n")
+    result = gw("summarize", bad)
+    assert result.returncode == 2 and "tensorboard" not in result.stderr
+    assert "TensorFlow GraphDef" in result.stderr

@@ -82,6 +82,7 @@ def parse_bytes(data: bytes, where: str = "GraphDef") -> tuple[graph_pb2.GraphDe
             text_format.Parse(data.decode("utf-8"), gd)
         except text_format.ParseError as e:
             first = str(e).splitlines()[0] if str(e) else "syntax error"
+            first = first.replace('"tensorboard.GraphDef"', "TensorFlow GraphDef").replace("tensorboard.", "tensorflow.")
             raise ModelLoadError(f"{where}: not a valid text GraphDef: {first}") from None
         except (UnicodeDecodeError, RecursionError) as e:
             reason = "nesting too deep" if isinstance(e, RecursionError) else "not UTF-8 text"
