@@ -38,7 +38,7 @@ def _const(value: gw.Value, array: np.ndarray) -> None:
 
 def _swap_add_input(m: Model) -> None:
     add = _node(m, "ADD")
-    add.replace_input(1, _node(m, "AVERAGE_POOL_2D").outputs[0])  # [1, 8, 8, 24] with [1, 16, 16, 24]
+    add.replace_input(1, _node(m, "CONV_2D").outputs[0])  # [1, 16, 16, 16] with [1, 16, 16, 24]
 
 
 def _hard_swish(m: Model) -> None:
@@ -74,7 +74,7 @@ CASES: list[tuple[str, Callable[[Model], None], str]] = [
     ("zero point out of range", lambda m: _node(m, "SOFTMAX").outputs[0].__setattr__(
         "quant", QuantParams([0.00390625], [300], 0)), "zero point 300 outside the int8 range"),
     ("operands that do not broadcast", _swap_add_input,
-     r"ADD .*: inputs of shapes \[1, 16, 16, 24\] and \[1, 8, 8, 24\] do not broadcast together"),
+     r"ADD .*: inputs of shapes \[1, 16, 16, 24\] and \[1, 16, 16, 16\] do not broadcast together"),
     ("mean axis out of range", lambda m: _const(_node(m, "MEAN").inputs[1], np.array([1, 7], np.int32)),
      r"axes \[1, 7\] do not fit a rank-4 input"),
     ("fully connected depth", lambda m: _node(m, "FULLY_CONNECTED").inputs[1].__setattr__(
