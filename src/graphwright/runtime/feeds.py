@@ -39,7 +39,8 @@ _FULL_RANGE = (DType.INT8, DType.UINT8, DType.QINT8, DType.QUINT8)
 def _rng(seed: int, name: str) -> np.random.Generator:
     if seed < 0:
         raise VerificationError(f"seed must be a non-negative integer, not {seed}")
-    digest = hashlib.sha256(name.encode("utf-8")).digest()
+    # a TFLite name that is not UTF-8 is read with surrogate escapes: hash its original bytes
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).digest()
     return np.random.default_rng([int(seed), *np.frombuffer(digest[:16], dtype=np.uint32).tolist()])
 
 

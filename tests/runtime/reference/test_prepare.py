@@ -146,3 +146,20 @@ def test_cli_run_exits_2_with_one_line(tmp_path: Path) -> None:
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "attribute stride_w is 0" in lines[0] and "Traceback" not in result.stderr
     assert path.read_bytes() == before
+
+
+def test_constants_of_types_no_kernel_computes_with_are_refused() -> None:
+    model = gw.load(TFLITE)
+    bias = _node(model, "CONV_2D").inputs[2]
+    bias.dtype = gw.DType.UNDEFINED  # a corrupt type code reads as undefined
+    with pytest.raises(VerificationError, match=r"input 2 .* has type undefined, which no reference kernel computes"):
+        Interpreter(model, jit=False)
+
+
+def test_names_that_are_not_utf8_still_get_seeded_inputs() -> None:
+    """TFLite names are read with surrogate escapes (labels, kept byte for byte); random inputs hash them."""
+    model = gw.load(TFLITE)
+    model.graph.inputs[0].name = "\udcff" + model.graph.inputs[0].name[1:]
+    interp = Interpreter(model, jit=False)
+    feeds = random_feeds(interp.inputs, seed=0)
+    assert next(iter(interp.run(feeds).values())).shape == (1, 10)

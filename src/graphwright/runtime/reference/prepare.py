@@ -228,6 +228,19 @@ def _check_arity(op: _Op) -> None:
         raise op.fail("it has no output tensor")
     if op.node.op in _ARITY and len(outputs) > 1:
         raise op.fail(f"it has {len(outputs)} outputs, where 1 is expected")
+    for role, values in (("input", op.node.inputs), ("output", outputs)):
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            dtype = value.dtype
+            if dtype is None or dtype.numpy is None or np.dtype(dtype.numpy).kind not in "biuf":
+                kind = "none" if dtype is None else dtype.value
+                code = value.meta.get("tflite.type")
+                raise op.fail(f"{role} {i} ({value.name!r}) has type {kind}{f' (code {code})' if code else ''}, "
+                              "which no reference kernel computes with")
+            if value.const is not None and value.meta.get("tflite.sparsity") is not None:
+                raise op.fail(f"{role} {i} ({value.name!r}) is stored sparse, which the reference interpreter "
+                              "does not implement", "densify it first")
 
 
 # -- quantization -----------------------------------------------------------------------------------
