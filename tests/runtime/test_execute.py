@@ -66,3 +66,11 @@ def test_check_file_reads_an_unchanged_file_once(tmp_path: Path, monkeypatch: py
     with pytest.raises(ModelLoadError):
         check_file(ModelSource.from_path(path))
     assert len(calls) == 2
+
+
+def test_corrupt_graphdef_without_tensorflow_is_a_load_error_not_a_missing_runtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # `import tensorflow` raises ImportError
+    with pytest.raises(ModelLoadError, match="not a valid binary TensorFlow GraphDef"):
+        run(_truncated(tmp_path, "pb"))
