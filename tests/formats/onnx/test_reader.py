@@ -340,3 +340,13 @@ def test_mapped_weights_with_wrong_sizes_are_refused(tmp_path: Path) -> None:
     path.write_bytes(proto.SerializeToString())
     with pytest.raises(ModelLoadError, match="raw_data holds"):
         load_mapped(path)
+
+
+def test_two_negative_dimensions_are_refused_although_their_product_is_positive() -> None:
+    from graphwright.errors import ModelLoadError
+
+    proto = cases.conv_net()
+    proto.graph.initializer[1].ClearField("dims")
+    proto.graph.initializer[1].dims.extend([-2, -4])
+    with pytest.raises(ModelLoadError, match="negative dimension"):
+        from_proto(proto)

@@ -12,6 +12,7 @@ are never duplicated in memory to save it.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from functools import partial
@@ -25,7 +26,7 @@ from ...errors import ModelLoadError, ModelSaveError
 from ...ir import DType, Tensor
 from .dtypes import dtype_from_onnx, onnx_code, storage_nbytes
 from .external import ExternalDataResolver, ExternalTensor, read_region
-from .text import check_tensor_text
+from .text import check_tensor_text, not_text
 from .wire import copy_fields, len_field_header, varint_len
 
 __all__ = [
@@ -56,21 +57,21 @@ _TYPED_FIELDS: dict[int, tuple[str, int]] = {
 
 
 def tensor_header(proto: onnx.TensorProto, what: str = "tensor") -> tuple[DType, tuple[int, ...], int]:
-    """(dtype, dims, element count) of ``proto``, refusing text that is not UTF-8, negative
+    """(dtype, dims, element count) of ``proto``, refusing a name that is not UTF-8, negative
     dimensions and sizes over :data:`MAX_ELEMENTS` (exact Python integers: no overflow)."""
-    check_tensor_text(proto, what)
+    name = proto.name
+    if name.__class__ is not str:
+        raise not_text(f"{what} name", name)
     dims = tuple(proto.dims)
-    count = span = 1
-    for d in dims:
-        if d < 0:
-            raise ModelLoadError(f"{what} {proto.name!r} has a negative dimension in {list(dims)}")
-        count *= d
-        span *= max(d, 1)
-    if span > MAX_ELEMENTS:
-        raise ModelLoadError(
-            f"{what} {proto.name!r}: shape {list(dims)} is larger than any real tensor "
-            f"(over 2**40 elements); the model is corrupt"
-        )
+    count = math.prod(dims)
+    if dims and min(dims) < 0:
+        raise ModelLoadError(f"{what} {name!r} has a negative dimension in {list(dims)}")
+    if count > MAX_ELEMENTS or (count == 0 and dims):  # a zero hides the size of the others
+        if math.prod(max(d, 1) for d in dims) > MAX_ELEMENTS:
+            raise ModelLoadError(
+                f"{what} {name!r}: shape {list(dims)} is larger than any real tensor "
+                f"(over 2**40 elements); the model is corrupt"
+            )
     return dtype_from_onnx(proto.data_type), dims, count
 
 
@@ -109,6 +110,7 @@ def read_tensor(proto: onnx.TensorProto, resolver: ExternalDataResolver) -> Tens
     External locations are validated now and read later."""
     dtype, dims, count = tensor_header(proto)
     if proto.data_location == EXTERNAL:
+        check_tensor_text(proto)  # the external_data entries name a file
         return resolver.tensor(proto, dtype, dims)
     check_inline(proto, dtype, dims, count)
     return Tensor(dtype, dims, loader=partial(_decode_inline, proto, dtype, dims), source=proto, name=proto.name)
