@@ -71,6 +71,9 @@ CASES: list[tuple[str, Callable[[Model], None], str]] = [
      "CONV_2D .*: input 0 .* has quantization scale nan; scales must be finite and positive"),
     ("infinite weight scale", lambda m: _scale(_node(m, "FULLY_CONNECTED").inputs[1], float("inf")),
      "input 1 .* has quantization scale .*inf"),
+    ("scale ratio overflows float32", lambda m: (_scale(_node(m, "ADD").inputs[0], 3e38),
+                                                 _scale(_node(m, "ADD").outputs[0], 1e-30)),
+     r"input 0 scale 3.* over output scale 1.* overflows float32"),
     ("zero point out of range", lambda m: _node(m, "SOFTMAX").outputs[0].__setattr__(
         "quant", QuantParams([0.00390625], [300], 0)), "zero point 300 outside the int8 range"),
     ("operands that do not broadcast", _swap_add_input,

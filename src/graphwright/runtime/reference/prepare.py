@@ -251,9 +251,36 @@ _MOVING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "STRIDED_
 
 def _check_quantization(op: _Op) -> None:
     """Scales the kernels divide by or multiply with: finite, and positive normal floats for
-    activations (``1/scale`` must be finite in float32); zero points inside their storage type."""
+    activations (``1/scale`` must be finite in float32); zero points inside their storage type;
+    an activation's scale over the output's finite in float32, 256 times over (QUANTIZE's 8-bit
+    multiplier), as the kernels compute it."""
     if op.node.op in _MOVING:
         return  # values are moved, never requantized
+    _check_scales(op)
+    out = op.node.outputs[0] if op.node.outputs else None
+    s_out = _activation_scale(out)
+    if s_out is None:
+        return
+    for i, value in enumerate(op.node.inputs):
+        s_in = _activation_scale(value)
+        if s_in is not None and value is not None and value.const is None:
+            with np.errstate(over="ignore"):
+                ratio = np.float32(np.float32(s_in) / np.float32(s_out))
+                finite = bool(np.isfinite(np.float32(256) * ratio))
+            if not finite:
+                raise op.fail(f"input {i} scale {s_in} over output scale {s_out} overflows float32 "
+                              "(no requantization multiplier can hold it)")
+
+
+def _activation_scale(value: Value | None) -> float | None:
+    """The largest scale of an integer tensor (checked by :func:`_check_scales`), or None."""
+    if value is None or value.quant is None or value.quant.scale.size == 0 or value.dtype is None \
+            or value.dtype.numpy is None or np.dtype(value.dtype.numpy).kind not in "iu":
+        return None
+    return float(np.max(value.quant.scale))
+
+
+def _check_scales(op: _Op) -> None:
     for role, values in (("input", op.node.inputs), ("output", op.node.outputs)):
         for i, value in enumerate(values):
             if value is None or value.quant is None or value.quant.scale.size == 0:
