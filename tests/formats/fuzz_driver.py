@@ -4,7 +4,9 @@
 
 Case ``i`` mutates ``examples/small_cnn.<ext>`` with ``numpy.random.default_rng([SEED, format, i])``:
 one of byte flips, a truncation, an insertion of random bytes, or the corruption of a
-length field (a protobuf length prefix, a flatbuffer vector length or offset).  Each
+length field (a protobuf length prefix, a flatbuffer vector length or offset); every even
+TFLite case runs a second mutant made through the IR (:func:`field_mutant`), which reaches the
+reference interpreter's checks.  Each
 mutant is written to WORKDIR and goes through ``formats.load`` and the command line
 in-process — ``summarize``, then ``simplify`` (ONNX) or ``transform`` (GraphDef,
 TFLite) and ``run --engine reference`` (TFLite) when it loads.  The driver prints
@@ -29,6 +31,8 @@ import numpy as np
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EXTENSIONS = {"onnx": "onnx", "graphdef": "pb", "tflite": "tflite"}
 KINDS = ("flip", "truncate", "insert", "length")
+_BAD_INTS = (0, -1, -7, 3, 1000, (1 << 31) - 1)
+_BAD_SCALES = (0.0, -1.0, float("nan"), float("inf"), 1e-45, 1e38, 1e-30)
 #: the command-line stages run on a mutant that loads, per format ({in}/{out}: the files)
 STAGES: dict[str, list[list[str]]] = {
     "onnx": [["simplify", "{in}", "{out}"]],
@@ -120,6 +124,55 @@ def mutate(data: bytes, fmt: str, seed: int, case: int) -> tuple[str, bytes]:
     return kind, bytes(buf)
 
 
+def field_mutant(data: bytes, seed: int, case: int) -> bytes:
+    """Case ``case``'s second TFLite mutant, made through the IR: one attribute, quantization
+    parameter or small constant of one operator set to a bad value, or the operator reading another
+    tensor (what byte flips rarely hit), written by graphwright's writer."""
+    return _field(data, np.random.default_rng([seed, len(EXTENSIONS), case]))
+
+
+def _field(data: bytes, rng: np.random.Generator) -> bytes:
+    from graphwright import formats  # lazy: the byte-level helpers import without graphwright
+    from graphwright.formats.tflite import read_model
+    from graphwright.ir import Attr, AttrKind, QuantParams, Tensor
+
+    model = read_model(data)
+    nodes = list(model.graph)
+    k = int(rng.integers(len(nodes)))
+    node = nodes[k]
+    choice = int(rng.integers(4))
+    ints = [name for name, attr in node.attrs.items() if attr.kind is AttrKind.INT]
+    values = [v for v in (*node.inputs, *node.outputs) if v is not None]
+    quantized = [v for v in values if v.quant is not None and v.quant.scale.size]
+    consts = [v for v in node.inputs if v is not None and v.const is not None and v.const.size <= 16
+              and v.const.dtype.value in ("int32", "int64")]
+    if choice == 0 and ints:
+        node.attrs[ints[int(rng.integers(len(ints)))]] = Attr.int(_BAD_INTS[int(rng.integers(len(_BAD_INTS)))])
+    elif choice == 1 and quantized:
+        value = quantized[int(rng.integers(len(quantized)))]
+        q = value.quant
+        scale, zp = q.scale.copy(), q.zero_point.copy()
+        at = int(rng.integers(scale.size))
+        if rng.integers(3):
+            scale[at] = _BAD_SCALES[int(rng.integers(len(_BAD_SCALES)))]
+        else:
+            zp = np.resize(zp, scale.shape)
+            zp[at] = int(rng.integers(-(1 << 40), 1 << 40))
+        value.quant = QuantParams(scale, zp, q.axis)
+    elif choice == 2 and consts:
+        value = consts[int(rng.integers(len(consts)))]
+        array = value.const.numpy().copy()
+        array.reshape(-1)[int(rng.integers(array.size))] = (0, -1, 1 << 20, 1 << 30)[int(rng.integers(4))]
+        value.const = Tensor.from_numpy(array, value.const.dtype)
+    elif k > 0 and node.inputs and node.inputs[0] is not None:
+        earlier = [v for n in nodes[:k] for v in n.outputs]
+        node.replace_input(0, earlier[int(rng.integers(len(earlier)))])
+    try:
+        return formats.serialize(model)
+    except Exception:  # a value the writer cannot store (an int8 field given 1000): keep the file
+        return data
+
+
 def _new_length(rng: np.random.Generator, old: int) -> int:
     choices = [0, old + 1, max(old - 1, 0), old * 2, old + int(rng.integers(1, 1000)),
                int(rng.integers(0, 1 << 32)), (1 << 31) - 1, (1 << 32) - 1, (1 << 63) - 1]
@@ -138,12 +191,16 @@ def _cli(args: list[str]) -> tuple[int, list[str]]:
     return rc, [line for line in err.getvalue().splitlines() if line.strip()]
 
 
-def run_case(fmt: str, seed: int, case: int, workdir: Path, data: bytes) -> dict[str, object]:
-    """Mutate, write, and run every stage; returns what each stage did."""
+def run_case(fmt: str, seed: int, case: int, workdir: Path, data: bytes, kind: str = "") -> dict[str, object]:
+    """Mutate (``kind="field"``: :func:`field_mutant`), write, and run every stage; returns what
+    each stage did."""
     from graphwright import formats
     from graphwright.errors import GraphwrightError
 
-    kind, mutant = mutate(data, fmt, seed, case)
+    if kind == "field":
+        mutant = field_mutant(data, seed, case)
+    else:
+        kind, mutant = mutate(data, fmt, seed, case)
     ext = EXTENSIONS[fmt]
     path, out = workdir / f"case.{ext}", workdir / f"out.{ext}"
     path.write_bytes(mutant)
@@ -186,6 +243,9 @@ def main(argv: list[str]) -> int:
     for case in range(first, first + count):
         print(json.dumps({"start": case}), flush=True)
         print(json.dumps(run_case(fmt, seed, case, workdir, data)), flush=True)
+        if fmt == "tflite" and case % 2 == 0:  # every other case: a second mutant, through the IR
+            print(json.dumps({"start": case}), flush=True)
+            print(json.dumps(run_case(fmt, seed, case, workdir, data, "field")), flush=True)
     return 0
 
 
