@@ -10,6 +10,8 @@ what it looks at, through the IR's def-use: none scans the graph.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..ir import Node, Value, constant_value
 from .matcher import Match
 
@@ -66,7 +68,8 @@ def weight_not_shared(value: Value | None) -> bool:
     return node is None or (single_use(node) and not node.control_users and not_graph_io(node))
 
 
-def why_not_fusable(match: Match, *, check_root: bool = False, shared_inside: bool = False) -> str | None:
+def why_not_fusable(match: Match, *, check_root: bool = False, shared_inside: bool = False,
+                    ignore: Iterable[Node] = ()) -> str | None:
     """Why the match's intermediates can't be fused away, or None when they can (Grappler Remapper's checks).
 
     Intermediates are the matched nodes other than the root: each must have a
@@ -74,12 +77,14 @@ def why_not_fusable(match: Match, *, check_root: bool = False, shared_inside: bo
     no control inputs or users.  ``check_root=True`` also forbids control edges
     on the root.  ``shared_inside=True`` lets an intermediate have several readers
     as long as all of them are in the match (a LayerNorm's centred ``x - mean``
-    feeds both the variance and the division).  O(uses of the matched nodes).
+    feeds both the variance and the division).  ``ignore`` names matched nodes a rule checks by
+    its own rule (weights whose control users may stay).  O(uses of the matched nodes).
     """
     root = match.root.node
     inside = set(match.nodes) if shared_inside else set()
+    skipped = set(ignore)
     for node in match.nodes:
-        if node is root:
+        if node is root or node in skipped:
             continue
         if shared_inside:
             outside = next((reader for out in node.outputs for reader, _ in out.uses() if reader not in inside), None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, DType, Node
-from ...patterns import ANY, CONST, Match, P, Replacement, Skip, no_control_edges, not_graph_io, single_use
+from ...patterns import ANY, CONST, Match, P, Replacement, Skip, why_not_fusable
 from .._channels import channel_count, data_format, node_of, output_channel_axis, per_channel, value_name
 from .._weights import scaled
 
@@ -50,20 +50,13 @@ def _scaled_weights(conv: Node, w: np.ndarray, s: np.ndarray) -> np.ndarray:
 
 def _why_not_foldable(m: Match) -> str | None:
     """The Remapper-style safety checks, with the weights' own rule (control users allowed)."""
-    root, conv = m.node, node_of(m, "conv")
+    conv = node_of(m, "conv")
     w_node = node_of(m, "w")
     read = m.get("w_read")
     read_node = read.node if read is not None else None
-    for node in m.nodes:
-        if node is root or node is w_node or node is read_node:
-            continue
-        if not single_use(node):
-            readers = sum(v.num_uses for v in node.outputs)
-            return f"intermediate {node.name!r} ({node.op}) has {readers} readers, not 1"
-        if not not_graph_io(node):
-            return f"intermediate {node.name!r} ({node.op}) is a graph output"
-        if not no_control_edges(node):
-            return f"intermediate {node.name!r} ({node.op}) has control edges"
+    reason = why_not_fusable(m, ignore=(w_node, read_node))
+    if reason is not None:
+        return reason
     for weight, reader in ((w_node, read_node or conv), (read_node, conv)):
         if weight is None:
             continue
