@@ -14,6 +14,7 @@ from ...errors import VerificationError
 from ...ir import Node, Value
 
 __all__ = [
+    "INT16_KERNELS",
     "KERNELS",
     "OpContext",
     "Quant",
@@ -32,14 +33,19 @@ PAD_SAME, PAD_VALID = 0, 1
 Kernel = Callable[["OpContext"], list[np.ndarray]]
 #: operator name -> kernel (filled by the kernel modules through :func:`kernel`)
 KERNELS: dict[str, Kernel] = {}
+#: operators whose kernel computes int16-quantized outputs (the 16x8 mode); the others are refused on them
+INT16_KERNELS: set[str] = set()
 
 
-def kernel(*ops: str) -> Callable[[Kernel], Kernel]:
-    """Register a kernel under one or more BuiltinOperator names."""
+def kernel(*ops: str, int16: bool = False) -> Callable[[Kernel], Kernel]:
+    """Register a kernel under one or more BuiltinOperator names (``int16``: it also
+    runs int16-quantized outputs, bit-exact with the reference kernels)."""
 
     def register(fn: Kernel) -> Kernel:
         for op in ops:
             KERNELS[op] = fn
+            if int16:
+                INT16_KERNELS.add(op)
         return fn
 
     return register

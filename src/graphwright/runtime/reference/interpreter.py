@@ -31,8 +31,18 @@ from ...errors import VerificationError
 from ...formats import load
 from ...ir import Graph, Model, Node, Value
 from ..base import InputSpec, check_feeds
-from . import conv, elementwise, pool, shape_ops  # noqa: F401  (register the kernels)
-from ._common import KERNELS, OpContext
+from . import (  # noqa: F401  (register the kernels and their prepare checks)
+    control_flow,
+    conv,
+    elementwise,
+    index_ops,
+    math_ops,
+    pool,
+    reduce_ops,
+    sequence,
+    shape_ops,
+)
+from ._common import INT16_KERNELS, KERNELS, OpContext
 from .fixedpoint import ROUNDING_MODES
 from .jit import wanted
 from .prepare import check_graph, static_input_shape
@@ -76,9 +86,9 @@ class Interpreter:
                     f"the reference interpreter cannot run this model: operator {node.op} "
                     f"({node.name!r}) is not implemented"
                 )
-            for out in node.outputs:  # 16x8 quantization has kernels of its own, not verified here
+            for out in node.outputs:  # 16x8 quantization has kernels of its own, opted in per operator
                 if out.quant is not None and out.quant.scale.size and out.dtype is not None \
-                        and out.dtype.value in ("int16", "int4"):
+                        and (out.dtype.value == "int4" or (out.dtype.value == "int16" and node.op not in INT16_KERNELS)):
                     raise VerificationError(
                         f"the reference interpreter cannot run this model: operator {node.op} "
                         f"({node.name!r}) has {out.dtype.value}-quantized output, which is not implemented"

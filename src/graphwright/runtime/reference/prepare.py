@@ -40,7 +40,8 @@ from ._common import (
 )
 from .fixedpoint import quantize_multiplier
 
-__all__ = ["MAX_TENSOR_BYTES", "Shape", "check_graph", "check_size", "static_input_shape"]
+__all__ = ["MANY", "MAX_TENSOR_BYTES", "OpCheck", "Shape", "broadcast_shape", "check_graph", "check_size", "prepare_rule",
+           "static_input_shape"]
 
 #: Largest tensor (or kernel scratch buffer) the interpreter allocates, in bytes.
 MAX_TENSOR_BYTES = 2 << 30
@@ -205,6 +206,7 @@ def _constant(value: Value, shapes: dict[Value, Shape], values: dict[Value, np.n
 # -- arity -------------------------------------------------------------------------------------------
 
 _MANY = 1 << 30
+MANY = _MANY  # "no upper bound" in an arity
 #: op -> (fewest inputs, most inputs) its kernel reads; every kernel writes one output
 _ARITY: dict[str, tuple[int, int]] = {
     "CONV_2D": (2, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3), "AVERAGE_POOL_2D": (1, 1),
@@ -330,13 +332,24 @@ Rule = Callable[[_Op], list[Shape]]
 _RULES: dict[str, Rule] = {}
 
 
-def _rule(*ops: str) -> Callable[[Rule], Rule]:
+def prepare_rule(*ops: str, arity: tuple[int, int] | None = None) -> Callable[[Rule], Rule]:
+    """Register ``fn(op) -> output shapes`` as the prepare check of ``ops`` (and, with ``arity``,
+    the fewest and most inputs their kernel reads; such ops write one output).  Kernel modules
+    register the checks of their own operators beside their kernels."""
+
     def register(fn: Rule) -> Rule:
         for name in ops:
             _RULES[name] = fn
+            if arity is not None:
+                _ARITY[name] = arity
         return fn
 
     return register
+
+
+_rule = prepare_rule
+#: the public name of an operator under check (what a rule receives)
+OpCheck = _Op
 
 
 def _activation(op: _Op) -> None:
@@ -497,6 +510,9 @@ def _broadcast(op: _Op, *indices: int) -> Shape:
     except ValueError:
         raise op.fail(f"inputs of shapes {' and '.join(str(list(s)) for s in shapes)} "  # type: ignore[arg-type]
                       "do not broadcast together") from None
+
+
+broadcast_shape = _broadcast
 
 
 @_rule("ADD", "SUB", "MUL")
