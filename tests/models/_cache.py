@@ -18,6 +18,7 @@ callers (pytest-xdist) serialise on a per-model ``fcntl`` lock.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import hashlib
@@ -57,6 +58,23 @@ class Family:
     libraries: tuple[tuple[str, tuple[str, ...]], ...]
 
 
+def names_of(module: str) -> tuple[str, ...]:
+    """The ``NAMES`` tuple a builder module declares, read without importing it (so a
+    builder that owns its corpus lists its models in one place)."""
+    path = PACKAGE_DIR / f"{module}.py"
+    if not path.exists():
+        return ()
+    for stmt in ast.parse(path.read_text()).body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NAMES" for t in stmt.targets):
+            return tuple(ast.literal_eval(stmt.value))
+    raise ModelBuildError(f"{module}.py defines no NAMES")
+
+
+def _tflite_family(module: str) -> Family:
+    """A TFLite corpus made by the converter in ``module`` (its models listed in its ``NAMES``)."""
+    return Family(module, names_of(module), ".tflite", (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))))
+
+
 _TF = ("tensorflow", ("tensorflow-cpu", "tensorflow"))
 _KERAS = ("keras", ("keras",))
 
@@ -88,6 +106,9 @@ FAMILIES: dict[str, Family] = {
         ".tflite",
         (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))),
     ),
+    # per-operator corpora of the reference interpreter (issue 11): one builder module each
+    **{f"tflite_{part}": _tflite_family(f"build_tflite_{part}")
+       for part in ("math", "binary", "index", "reduce", "conv", "sequence", "control", "sparse", "real")},
 }
 
 

@@ -1,0 +1,80 @@
+"""The contract every per-operator corpus test asserts, against LiteRT's reference kernels
+(``litert-ref``, the ``BUILTIN_REF`` resolver): every operator output, on several seeded
+inputs (the first two all-min and all-max for integer inputs, all -1 / +1 for float ones):
+
+* integer tensors (int8/int16/uint8 quantized, int32/int64/bool results) identical element by element;
+* float tensors within ``max(rtol, what LiteRT's default kernels deviate) * the tensor's largest magnitude``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from graphwright.runtime.execute import Job, execute
+from graphwright.runtime.reference import Interpreter
+from tests.models import ModelInfo
+
+__all__ = ["assert_matches_reference", "feeds_for"]
+
+
+def feeds_for(info: ModelInfo, seed: int) -> dict[str, np.ndarray]:
+    """Seed 0: every input at its minimum; seed 1: at its maximum; then seeded random values.
+    Index inputs (given a range at build time in ``metadata["ranges"]``) stay in range."""
+    ranges: Mapping[str, tuple[float, float]] = info.metadata.get("ranges", {})
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name, shape in info.inputs.items():
+        dtype = np.dtype(info.input_dtypes.get(name, info.input_dtype))
+        if dtype == np.bool_:
+            feeds[name] = np.full(shape, seed == 1) if seed < 2 else rng.random(shape) < 0.5
+            continue
+        if name in ranges and dtype.kind in "iu" and name not in info.quantization:
+            lo, hi = int(ranges[name][0]), int(ranges[name][1]) - 1
+        elif dtype.kind in "iu":
+            lo, hi = int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)
+        else:
+            lo, hi = -1.0, 1.0
+        if seed == 0:
+            feeds[name] = np.full(shape, lo, dtype)
+        elif seed == 1:
+            feeds[name] = np.full(shape, hi, dtype)
+        elif dtype.kind in "iu":
+            feeds[name] = rng.integers(lo, hi, shape, endpoint=True).astype(dtype)
+        else:
+            feeds[name] = rng.uniform(lo, hi, shape).astype(dtype)
+    return feeds
+
+
+def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: float = 1e-5,
+                             jit: bool | None = None, other: str = "litert-ref") -> int:
+    """Assert the contract above on every operator output; return how many tensors were compared."""
+    interp = Interpreter(info.path, jit=jit)
+    names = [v.name for node in interp.graph for v in node.outputs]
+    compared = 0
+    for seed in seeds:
+        feeds = feeds_for(info, seed)
+        mine = interp.trace(feeds)
+        theirs = execute(info.path, dict(feeds), Job(backend=other, outputs=names)).outputs
+        for node in interp.graph:
+            for v in node.outputs:
+                assert v.name in theirs, f"{info.name}: LiteRT has no tensor {v.name!r}"
+                a, b = np.asarray(mine[v.name]), np.asarray(theirs[v.name])
+                where = f"{info.name} seed {seed}: {node.op} {v.name!r}"
+                assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
+                assert a.dtype == b.dtype, f"{where}: dtype {a.dtype} vs {b.dtype}"
+                if a.dtype.kind == "f":
+                    finite = np.isfinite(b)
+                    np.testing.assert_array_equal(np.isfinite(a), finite, err_msg=where)
+                    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=where)
+                    scale = float(np.abs(b[finite]).max()) if finite.any() else 0.0
+                    np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=rtol * max(scale, 1e-30),
+                                               err_msg=where)
+                else:
+                    if not np.array_equal(a, b):
+                        diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
+                        raise AssertionError(f"{where}: {np.count_nonzero(diff)} of {a.size} elements differ "
+                                             f"(max {diff.max()})")
+                compared += 1
+    return compared
