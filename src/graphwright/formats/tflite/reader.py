@@ -21,6 +21,7 @@ from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from . import _schema as S
 from .carried import QuantDetails, SignatureDef, SignatureRef, TFLiteBuffer
 from .options import CUSTOM_OPTIONS_ATTR, options_to_attrs
+from .sparsity import densify, sparse_form
 from .strings import decode_string_tensor
 from .validate import Budget, check_model, corrupt, verify_flatbuffer
 
@@ -198,7 +199,7 @@ class _Importer:
         if ten.buffer and self.mt.buffers:
             buffer = self._buffer(ten.buffer)
             if buffer.nbytes:
-                loader = _loader(buffer, dtype, ten.sparsity is not None, value.name)
+                loader = _loader(buffer, dtype, value, tuple(shape))
                 value.const = Tensor(dtype, shape, loader=loader, source=buffer, name=value.name)
             else:
                 meta["tflite.buffer"] = buffer  # its own empty buffer, as the converter gives each tensor
@@ -310,10 +311,18 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _loader(buffer: TFLiteBuffer, dtype: DType, sparse: bool, name: str) -> Callable[[], np.ndarray]:
+def _loader(buffer: TFLiteBuffer, dtype: DType, value: Value, shape: tuple[int, ...]) -> Callable[[], np.ndarray]:
+    """The constant's values; a sparse one densified (its buffer, kept for writing, holds the stored values)."""
+    name = value.name
+
     def load() -> np.ndarray:
-        if sparse:
-            raise ValueError(f"tensor {name!r} is stored sparse; graphwright carries it but cannot densify it")
+        form = sparse_form(value)
+        if form is not None:
+            np_type = dtype.numpy
+            if np_type is None or dtype is DType.STRING:
+                raise ValueError(f"sparse tensor {name!r} has type {dtype.value}, which cannot be densified")
+            stored = buffer.data[:buffer.nbytes - buffer.nbytes % np.dtype(np_type).itemsize]
+            return densify(form, stored.view(np.dtype(np_type).newbyteorder("<")), shape, f"sparse tensor {name!r}")
         if dtype is DType.STRING:
             return decode_string_tensor(buffer.data)
         np_type = dtype.numpy
