@@ -41,6 +41,7 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     reduce_ops,
     sequence,
     shape_ops,
+    sparse,
 )
 from ._common import INT16_KERNELS, KERNELS, OpContext
 from .fixedpoint import ROUNDING_MODES
