@@ -217,6 +217,8 @@ _ARITY: dict[str, tuple[int, int]] = {
     "STRIDED_SLICE": (4, 4), "TILE": (2, 2), "PACK": (1, _MANY), "SHAPE": (1, 1), "SPACE_TO_BATCH_ND": (3, 3),
     "BATCH_TO_SPACE_ND": (3, 3), "RESIZE_BILINEAR": (2, 2), "RESIZE_NEAREST_NEIGHBOR": (2, 2),
 }
+#: operators that write no tensor (CALL_ONCE, ASSIGN_VARIABLE: their effect outlives the run)
+_NO_OUTPUT: set[str] = set()
 
 
 def _check_arity(op: _Op) -> None:
@@ -226,7 +228,10 @@ def _check_arity(op: _Op) -> None:
         expected = f"{low}" if low == high else f"{low} to {high}" if high < _MANY else f"at least {low}"
         raise op.fail(f"it has {count} input{'s' if count != 1 else ''}, where {expected} are expected")
     outputs = op.node.outputs
-    if not outputs or outputs[0].meta.get("tflite.omitted"):
+    if op.node.op in _NO_OUTPUT:
+        if outputs:
+            raise op.fail(f"it has {len(outputs)} outputs, where none are expected")
+    elif not outputs or outputs[0].meta.get("tflite.omitted"):
         raise op.fail("it has no output tensor")
     if op.node.op in _ARITY and len(outputs) > 1:
         raise op.fail(f"it has {len(outputs)} outputs, where 1 is expected")
@@ -235,14 +240,18 @@ def _check_arity(op: _Op) -> None:
             if value is None:
                 continue
             dtype = value.dtype
+            if dtype is not None and dtype.value == "resource":
+                continue  # a resource variable's handle (VAR_HANDLE's id)
             if dtype is None or dtype.numpy is None or np.dtype(dtype.numpy).kind not in "biuf":
                 kind = "none" if dtype is None else dtype.value
                 code = value.meta.get("tflite.type")
                 raise op.fail(f"{role} {i} ({value.name!r}) has type {kind}{f' (code {code})' if code else ''}, "
                               "which no reference kernel computes with")
             if value.const is not None and value.meta.get("tflite.sparsity") is not None:
-                raise op.fail(f"{role} {i} ({value.name!r}) is stored sparse, which the reference interpreter "
-                              "does not implement", "densify it first")
+                try:  # a sparse constant: kernels read it densified (see formats/tflite/sparsity.py)
+                    value.const.numpy()
+                except ValueError as e:
+                    raise op.fail(f"{role} {i}: {e}") from None
 
 
 # -- quantization -----------------------------------------------------------------------------------
@@ -332,16 +341,18 @@ Rule = Callable[[_Op], list[Shape]]
 _RULES: dict[str, Rule] = {}
 
 
-def prepare_rule(*ops: str, arity: tuple[int, int] | None = None) -> Callable[[Rule], Rule]:
+def prepare_rule(*ops: str, arity: tuple[int, int] | None = None, no_output: bool = False) -> Callable[[Rule], Rule]:
     """Register ``fn(op) -> output shapes`` as the prepare check of ``ops`` (and, with ``arity``,
-    the fewest and most inputs their kernel reads; such ops write one output).  Kernel modules
-    register the checks of their own operators beside their kernels."""
+    the fewest and most inputs their kernel reads; such ops write one output, or none with
+    ``no_output``).  Kernel modules register the checks of their own operators beside their kernels."""
 
     def register(fn: Rule) -> Rule:
         for name in ops:
             _RULES[name] = fn
             if arity is not None:
                 _ARITY[name] = arity
+            if no_output:
+                _NO_OUTPUT.add(name)
         return fn
 
     return register
