@@ -123,6 +123,13 @@ class LiteRTSession(Session):
         for d in self._interp.get_tensor_details():
             all_tensors.setdefault(d["name"], int(d["index"]))
         unknown = [n for n in names if n not in all_tensors]
+        if unknown:  # LiteRT renames some tensors when it prepares them (DENSIFY's output: "Densify_output")
+            for node in read_model(self._source.data, self._source.label).graph:
+                for value in node.outputs:
+                    index = value.meta.get("tflite.tensor_index")
+                    if index is not None:
+                        all_tensors.setdefault(value.name, int(index))
+            unknown = [n for n in names if n not in all_tensors]
         if unknown:
             raise VerificationError(f"{self._source.label}: no tensor named {unknown[0]!r}")
         return {n: all_tensors[n] for n in names}
