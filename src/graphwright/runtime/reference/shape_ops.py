@@ -3,10 +3,12 @@ TRANSPOSE, STRIDED_SLICE, TILE, PACK, SHAPE, SPACE_TO_BATCH_ND, BATCH_TO_SPACE_N
 RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR.
 
 Values are moved, not changed, except: PAD fills quantized tensors with the
-output zero point; CONCATENATION of 8-bit inputs whose scale or zero point differ
+output zero point; CONCATENATION of uint8 inputs whose scale or zero point differ
 from the output's requantizes ``round(x·s + (−zp_in·s)) + zp_out`` in float32
-with ``s = s_in·(1/s_out)``; RESIZE_BILINEAR on integers uses 10-bit fixed-point
-weights: ``y = (Σ q·wy·wx + 2^19·sign) / 2^20`` (C division).  All O(output size).
+with ``s = s_in·(1/s_out)`` (LiteRT refuses such int8 inputs and copies int16 ones
+unchanged); RESIZE_BILINEAR on integers (int8, uint8, int16) uses 10-bit fixed-point
+weights: ``y = (Σ q·wy·wx + 2^19·sign) / 2^20`` (C division).  Every operator here
+also runs int16 (16x8) tensors, as LiteRT's kernels do.  All O(output size).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ def _new_shape(ctx: OpContext, x: np.ndarray) -> list[int]:
     return shape
 
 
-@kernel("RESHAPE")
+@kernel("RESHAPE", int16=True)
 def reshape(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     try:
@@ -39,7 +41,7 @@ def reshape(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(str(e)) from None
 
 
-@kernel("SQUEEZE")
+@kernel("SQUEEZE", int16=True)
 def squeeze(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dims = ints(ctx.attr("squeeze_dims", []) or [])
@@ -47,7 +49,7 @@ def squeeze(ctx: OpContext) -> list[np.ndarray]:
     return [np.squeeze(x, axis=axes)]
 
 
-@kernel("EXPAND_DIMS")
+@kernel("EXPAND_DIMS", int16=True)
 def expand_dims(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     axis = ints(ctx.x(1))[0]
@@ -61,7 +63,7 @@ def _pad_value(ctx: OpContext, x: np.ndarray) -> float | int:
     return q.zp if q is not None and x.dtype.kind in "iu" else 0
 
 
-@kernel("PAD", "PADV2")
+@kernel("PAD", "PADV2", int16=True)
 def pad(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     pads = np.asarray(ctx.x(1)).reshape(-1, 2)
@@ -71,19 +73,25 @@ def pad(ctx: OpContext) -> list[np.ndarray]:
     return [np.pad(x, [tuple(int(v) for v in p) for p in pads], constant_values=_pad_value(ctx, x))]
 
 
-@kernel("CONCATENATION")
+@kernel("CONCATENATION", int16=True)
 def concatenation(ctx: OpContext) -> list[np.ndarray]:
     axis = int(ctx.attr("axis", 0))
     dtype = ctx.out_dtype()
     parts = [ctx.x(i) for i in range(len(ctx.arrays))]
     qo = ctx.out_quant()
-    if dtype.kind in "iu" and dtype.itemsize == 1 and qo is not None:
+    if dtype == np.uint8 and qo is not None:  # ConcatenationWithScaling
         parts = [_requantize(p, ctx.in_quant(i), qo, dtype) for i, p in enumerate(parts)]
+    elif dtype == np.int8 and qo is not None and any(_rescales(ctx.in_quant(i), qo) for i in range(len(parts))):
+        raise ctx.error("an int8 input is quantized differently from the output, which LiteRT refuses")
     return [np.concatenate(parts, axis=axis).astype(dtype)]
 
 
+def _rescales(qi: Quant | None, qo: Quant) -> bool:
+    return qi is not None and (qi.zp != qo.zp or np.float32(qi.s) != np.float32(qo.s))
+
+
 def _requantize(x: np.ndarray, qi: Quant | None, qo: Quant, dtype: np.dtype) -> np.ndarray:
-    if qi is None or (qi.zp == qo.zp and np.float32(qi.s) == np.float32(qo.s)):
+    if qi is None or not _rescales(qi, qo):
         return x
     scale = np.float32(qi.s) * (np.float32(1) / np.float32(qo.s))
     bias = np.float32(-qi.zp) * scale
@@ -91,12 +99,12 @@ def _requantize(x: np.ndarray, qi: Quant | None, qo: Quant, dtype: np.dtype) -> 
     return np.clip(v, *type_range(dtype)).astype(dtype)
 
 
-@kernel("TRANSPOSE")
+@kernel("TRANSPOSE", int16=True)
 def transpose(ctx: OpContext) -> list[np.ndarray]:
     return [np.transpose(ctx.x(0), ints(ctx.x(1)))]
 
 
-@kernel("STRIDED_SLICE")
+@kernel("STRIDED_SLICE", int16=True)
 def strided_slice(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     begin, end, strides = ints(ctx.x(1)), ints(ctx.x(2)), ints(ctx.x(3))
@@ -116,7 +124,7 @@ def strided_slice(ctx: OpContext) -> list[np.ndarray]:
     return [np.array(x[tuple(index)])]
 
 
-@kernel("TILE")
+@kernel("TILE", int16=True)
 def tile(ctx: OpContext) -> list[np.ndarray]:
     x, multiples = ctx.x(0), ints(ctx.x(1))
     if len(multiples) != x.ndim or min(multiples, default=0) < 0:
@@ -125,7 +133,7 @@ def tile(ctx: OpContext) -> list[np.ndarray]:
     return [np.tile(x, multiples)]
 
 
-@kernel("PACK")
+@kernel("PACK", int16=True)
 def pack(ctx: OpContext) -> list[np.ndarray]:
     parts = [ctx.x(i) for i in range(len(ctx.arrays))]
     return [np.stack(parts, axis=int(ctx.attr("axis", 0))).astype(ctx.out_dtype())]
@@ -136,7 +144,7 @@ def shape(ctx: OpContext) -> list[np.ndarray]:
     return [np.asarray(ctx.x(0).shape, dtype=ctx.out_dtype())]
 
 
-@kernel("SPACE_TO_BATCH_ND")
+@kernel("SPACE_TO_BATCH_ND", int16=True)
 def space_to_batch_nd(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     block = ints(ctx.x(1))
@@ -151,7 +159,7 @@ def space_to_batch_nd(ctx: OpContext) -> list[np.ndarray]:
     return [y.reshape(bh * bw * n, h // bh, w // bw, c)]
 
 
-@kernel("BATCH_TO_SPACE_ND")
+@kernel("BATCH_TO_SPACE_ND", int16=True)
 def batch_to_space_nd(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     block = ints(ctx.x(1))
@@ -179,7 +187,7 @@ def _resize_size(ctx: OpContext, x: np.ndarray) -> tuple[int, int]:
     return size[0], size[1]
 
 
-@kernel("RESIZE_NEAREST_NEIGHBOR")
+@kernel("RESIZE_NEAREST_NEIGHBOR", int16=True)
 def resize_nearest(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     oh, ow = _resize_size(ctx, x)
@@ -195,7 +203,7 @@ def resize_nearest(ctx: OpContext) -> list[np.ndarray]:
     return [x[:, index(oh, x.shape[1])][:, :, index(ow, x.shape[2])]]
 
 
-@kernel("RESIZE_BILINEAR")
+@kernel("RESIZE_BILINEAR", int16=True)
 def resize_bilinear(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     oh, ow = _resize_size(ctx, x)
