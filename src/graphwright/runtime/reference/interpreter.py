@@ -1,21 +1,31 @@
-"""The numpy interpreter for TFLite models (subgraph 0), float and integer-only.
+"""The numpy interpreter for TFLite models, float and integer-only.
 
 ``Interpreter(model, rounding="double")`` checks once that every operator has a
 kernel (an unsupported one is refused by name before anything runs, never
-approximated), then ``run(feeds)`` executes the operators in file order, which
-is TFLite's execution order.  ``trace(feeds)`` returns every tensor by name:
-graph inputs, every intermediate, outputs — what ``experimental_preserve_all_tensors``
-gives in LiteRT.  Cost: the sum of the kernels' costs; memory: every tensor is
-kept only when tracing, else freed after its last use.
+approximated), then ``run(feeds)`` executes the main graph's operators in file
+order, which is TFLite's execution order.  ``trace(feeds)`` returns every tensor
+of the main graph by name: graph inputs, every intermediate, outputs — what
+``experimental_preserve_all_tensors`` gives in LiteRT.  Cost: the sum of the
+kernels' costs; memory: every tensor is kept only when tracing, else freed after
+its last use.
 
-The operators run from a plan built once (kernel, inputs, outputs, tensors to
-free); kernels keep what they derive from constants (weight matrices,
-multipliers, requantization tables, scratch buffers) in per-operator caches, so
-one interpreter runs one model at a time: ``run``/``trace`` take a lock, and
-threads wanting parallel runs use one interpreter each.  ``jit`` selects the
-compiled loops for requantization, depthwise convolution and few-row fully
-connected layers (:mod:`.jit`; default: when numba is installed) — the same
-integers as the numpy path, about twice as fast.
+Every graph has its own plan (kernel, inputs, outputs, tensors to free per
+operator), built once: the main graph and each subgraph the control-flow
+operators call (WHILE's condition and body, IF's branches, CALL_ONCE's
+initializer, see :mod:`.control_flow`), which reach the other plans through
+:class:`Subgraphs`.  What LiteRT keeps from one ``Invoke`` to the next is kept
+here too: variable tensors (the recurrent state of the fused sequence
+operators, written in place; :meth:`Interpreter.reset_variables` zeroes them as
+``reset_all_variables`` does), resource variables and which CALL_ONCE
+initializers have run.
+
+Kernels keep what they derive from constants (weight matrices, multipliers,
+requantization tables, scratch buffers) in per-operator caches, so one
+interpreter runs one model at a time: ``run``/``trace`` take a lock, and threads
+wanting parallel runs use one interpreter each.  ``jit`` selects the compiled
+loops for requantization, depthwise convolution and few-row fully connected
+layers (:mod:`.jit`; default: when numba is installed) — the same integers as
+the numpy path, about twice as fast.
 """
 
 from __future__ import annotations
@@ -44,11 +54,12 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     sparse,
 )
 from ._common import INT16_KERNELS, KERNELS, OpContext
+from .control_flow import SUBGRAPH_OPS, SUBGRAPHS_KEY, called_subgraphs, check_call
 from .fixedpoint import ROUNDING_MODES
 from .jit import wanted
 from .prepare import check_graph, static_input_shape
 
-__all__ = ["Interpreter", "supported_operators"]
+__all__ = ["Interpreter", "Subgraphs", "supported_operators"]
 
 #: what a kernel raises on operands prepare could not check (their values come at run time)
 _KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryError)
@@ -59,11 +70,109 @@ def supported_operators() -> list[str]:
     return sorted(KERNELS)
 
 
-class Interpreter:
-    """Run a TFLite model's main graph with the reference kernels."""
+class _Plan:
+    """One graph's execution plan: per operator its kernel, inputs, outputs and the
+    non-output intermediates whose last reader it is; the operators' caches; the
+    graph's variable tensors, which persist from run to run."""
 
-    __slots__ = ("_cache", "_checked", "_last_use", "_lock", "_order", "_steps", "graph", "inputs", "jit",
-                 "label", "outputs", "rounding")
+    __slots__ = ("caches", "graph", "states", "steps")
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        order = list(graph)
+        last: dict[Value, int] = {}
+        for i, node in enumerate(order):
+            for v in node.inputs:
+                if v is not None:
+                    last[v] = i
+        fed = set(graph.inputs) | set(graph.states)
+        self.steps = [
+            (KERNELS[node.op], node, _sources(node, fed), node.outputs,
+             [v for v in dict.fromkeys(node.inputs) if v is not None and last.get(v) == i
+              and not v.is_graph_output and v.const is None])
+            for i, node in enumerate(order)
+        ]
+        self.caches: dict[Node, dict[str, object]] = {node: {} for node in order}
+        self.states: dict[Value, np.ndarray] = {}
+        self.reset_states()
+
+    def reset_states(self) -> None:
+        """Variable tensors as LiteRT resets them: zeros (int8: the zero point), whatever the file holds."""
+        for v in self.graph.states:
+            shape = static_input_shape(v)
+            if shape is None or v.dtype is None or v.dtype.numpy is None:
+                raise VerificationError(f"the reference interpreter cannot run this model: variable tensor "
+                                        f"{v.name!r} has no static shape and numeric type")
+            fill = int(v.quant.zero_point.reshape(-1)[0]) if v.quant is not None and v.quant.zero_point.size \
+                and v.dtype.value == "int8" else 0
+            self.states[v] = np.full(shape, fill, v.dtype.numpy)
+
+    def execute(self, env: dict[Value, np.ndarray], keep: set[str] | None, kept: dict[str, np.ndarray],
+                rounding: str, jit: bool, best: list[float] | None = None) -> None:
+        """Run the operators on ``env`` (inputs set), storing the outputs there and, by name, the
+        tensors ``keep`` names (None: every one) in ``kept``; with ``best``, each operator's time
+        is folded into its minimum there.
+
+        An operator whose kernel left a runner (``cache["compiled"] = (shape, dtype, fn)``:
+        a function of its first input alone, the others being constants) runs it directly
+        when that input's shape and dtype match — no context, no kernel prologue."""
+        env.update(self.states)  # written in place by the stateful kernels
+        caches, clock = self.caches, time.perf_counter
+        node: Node | None = None
+        try:
+            for i, (fn, node, sources, outputs, frees) in enumerate(self.steps):
+                arrays = [const if v is None else env[v] if v in env else _read(v) for v, const in sources]
+                cache = caches[node]
+                start = clock() if best is not None else 0.0
+                runner = cache.get("compiled")
+                if runner is not None and arrays and (x := arrays[0]) is not None and x.shape == runner[0] \
+                        and x.dtype == runner[1]:
+                    results = [runner[2](x)]
+                else:
+                    results = fn(OpContext(node, arrays, rounding, cache, jit))
+                if best is not None:
+                    best[i] = min(best[i], clock() - start)
+                for value, array in zip(outputs, results, strict=False):
+                    env[value] = array
+                    if keep is None or value.name in keep:
+                        kept[value.name] = array
+                if keep is not None:
+                    for used in frees:
+                        env.pop(used, None)
+        except _KERNEL_FAILURES as e:  # what prepare could not see (values known only at run time)
+            where = f"operator {node.op} ({node.name!r})" if node is not None else "this model"
+            raise VerificationError(
+                f"the reference interpreter cannot run {where}: its inputs do not fit it "
+                f"({type(e).__name__}: {' '.join(str(e).split())[:200]})"
+            ) from None
+
+
+class Subgraphs:
+    """What the control-flow and resource-variable kernels share during a run (they find it
+    in their cache under :data:`.control_flow.SUBGRAPHS_KEY`): the plans of the model's graphs,
+    by subgraph index, and the resource variables, keyed by id as LiteRT's ``resources``
+    (ids handed out per ``(container, shared_name)`` by VAR_HANDLE)."""
+
+    __slots__ = ("jit", "plans", "resource_ids", "resources", "rounding")
+
+    def __init__(self, plans: dict[int, _Plan], rounding: str, jit: bool) -> None:
+        self.plans, self.rounding, self.jit = plans, rounding, jit
+        self.resource_ids: dict[tuple[str, str], int] = {}
+        self.resources: dict[int, np.ndarray] = {}
+
+    def call(self, index: int, arrays: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+        """Run subgraph ``index`` on ``arrays`` (its inputs, in order); its outputs, in order."""
+        plan = self.plans[index]
+        env = {v: a for v, a in zip(plan.graph.inputs, arrays, strict=True) if a is not None}
+        plan.execute(env, set(), {}, self.rounding, self.jit)
+        return [env[v] if v in env else _read(v) for v in plan.graph.outputs]
+
+
+class Interpreter:
+    """Run a TFLite model's main graph (and the subgraphs it calls) with the reference kernels."""
+
+    __slots__ = ("_cache", "_checked", "_lock", "_main", "_subgraphs", "graph", "inputs", "jit", "label",
+                 "outputs", "rounding")
 
     def __init__(self, model: Model | str | os.PathLike[str], *, rounding: str = "double",
                  jit: bool | None = None) -> None:
@@ -80,43 +189,29 @@ class Interpreter:
         self.jit = wanted(jit)
         self.graph: Graph = model.graph
         self.label = str(model.source_path) if model.source_path is not None else "<in-memory tflite model>"
-        self._order: list[Node] = list(self.graph)
-        for node in self._order:
-            if node.op not in KERNELS or node.domain == "custom":
-                raise VerificationError(
-                    f"the reference interpreter cannot run this model: operator {node.op} "
-                    f"({node.name!r}) is not implemented"
-                )
-            for out in node.outputs:  # 16x8 quantization has kernels of its own, opted in per operator
-                if out.quant is not None and out.quant.scale.size and out.dtype is not None \
-                        and (out.dtype.value == "int4" or (out.dtype.value == "int16" and node.op not in INT16_KERNELS)):
-                    raise VerificationError(
-                        f"the reference interpreter cannot run this model: operator {node.op} "
-                        f"({node.name!r}) has {out.dtype.value}-quantized output, which is not implemented"
-                    )
+        graphs = model.graphs
+        reached = called_subgraphs(graphs)  # subgraph indices reachable from the main graph
+        for index in (0, *reached):
+            for node in graphs[index]:
+                _check_kernel(node)
+                check_call(node, graphs)
         self.inputs = [InputSpec(v.name, v.dtype, v.shape) for v in self.graph.inputs]  # type: ignore[arg-type]
         # what the kernels assume (scales, shifts, operand shapes, sizes), for the file's input shapes;
-        # again for other shapes when a run feeds them (see prepare.py)
+        # again for other shapes when a run feeds them (see prepare.py); subgraphs for their file shapes
         shapes = tuple(static_input_shape(v) for v in self.graph.inputs)
         check_graph(self.graph, shapes, rounding)
+        for index in reached:
+            check_graph(graphs[index], tuple(static_input_shape(v) for v in graphs[index].inputs), rounding)
         self._checked: set[tuple[object, ...]] = {shapes}
         self.outputs = [v.name for v in self.graph.outputs]
-        last: dict[Value, int] = {}
-        for i, node in enumerate(self._order):
-            for v in node.inputs:
-                if v is not None:
-                    last[v] = i
-        self._last_use = last
-        self._cache: dict[Node, dict[str, object]] = {node: {} for node in self._order}
-        # the execution plan: per operator its kernel, inputs, outputs and the
-        # non-output intermediates whose last reader it is
-        fed = set(self.graph.inputs) | set(self.graph.states)
-        self._steps = [
-            (KERNELS[node.op], node, self._sources(node, fed), node.outputs,
-             [v for v in dict.fromkeys(node.inputs) if v is not None and last.get(v) == i
-              and not v.is_graph_output and v.const is None])
-            for i, node in enumerate(self._order)
-        ]
+        plans = {index: _Plan(graphs[index]) for index in (0, *reached)}
+        self._main = plans[0]
+        self._cache = self._main.caches
+        self._subgraphs = Subgraphs(plans, rounding, self.jit)
+        for plan in plans.values():
+            for node, cache in plan.caches.items():
+                if node.op in SUBGRAPH_OPS:
+                    cache[SUBGRAPHS_KEY] = self._subgraphs
         # kernels keep scratch buffers in their caches: one run at a time per interpreter
         self._lock = threading.Lock()
 
@@ -132,21 +227,31 @@ class Interpreter:
         return {n: every[n] for n in wanted}
 
     def trace(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Every non-constant tensor (inputs, intermediates, outputs), keyed by name, in execution order."""
+        """Every non-constant tensor of the main graph (inputs, intermediates, outputs), keyed by
+        name, in execution order."""
         return self._execute(feeds, keep=None)
+
+    def reset_variables(self) -> None:
+        """Zero every variable tensor (int8: its zero point), as LiteRT's ``reset_all_variables``;
+        resource variables and CALL_ONCE keep their state, as there."""
+        with self._lock:
+            for plan in self._subgraphs.plans.values():
+                plan.reset_states()
 
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> dict[str, float]:
         """Seconds per operator type for one run: each operator's fastest of ``repeat``
-        runs (after a warm-up run), summed per type, most expensive first."""
+        runs (after a warm-up run), summed per type, most expensive first (a control-flow
+        operator counts the subgraphs it runs)."""
         check_feeds(self.inputs, feeds, label=self.label)
         self._check_shapes(feeds)
-        best = [float("inf")] * len(self._steps)
+        steps = self._main.steps
+        best = [float("inf")] * len(steps)
         with self._lock:
             self._execute_locked(feeds, set())  # warm-up: plans, tables, runners
             for _ in range(max(repeat, 1)):
                 self._execute_locked(feeds, set(), best)
         totals: dict[str, float] = {}
-        for (_, node, *_rest), seconds in zip(self._steps, best, strict=True):
+        for (_, node, *_rest), seconds in zip(steps, best, strict=True):
             totals[node.op] = totals.get(node.op, 0.0) + seconds
         return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
@@ -165,62 +270,46 @@ class Interpreter:
 
     def _execute_locked(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None,
                         best: list[float] | None = None) -> dict[str, np.ndarray]:
-        """One run; with ``best``, each operator's time is folded into its minimum there.
-
-        An operator whose kernel left a runner (``cache["compiled"] = (shape, dtype, fn)``:
-        a function of its first input alone, the others being constants) runs it directly
-        when that input's shape and dtype match — no context, no kernel prologue."""
+        """One run of the main graph; with ``best``, each operator's time is folded into its minimum there."""
         env: dict[Value, np.ndarray] = {}
         kept: dict[str, np.ndarray] = {}
         for v in self.graph.inputs:
             env[v] = np.asarray(feeds[v.name])
             if keep is None or v.name in keep:
                 kept[v.name] = env[v]
-        rounding, caches, read, jit, clock = self.rounding, self._cache, self._read, self.jit, time.perf_counter
-        node: Node | None = None
         # float kernels overflow to inf silently, as the C kernels do
         with np.errstate(all="ignore"):
-            try:
-                for i, (fn, node, sources, outputs, frees) in enumerate(self._steps):
-                    arrays = [const if v is None else env[v] if v in env else read(v) for v, const in sources]
-                    cache = caches[node]
-                    start = clock() if best is not None else 0.0
-                    runner = cache.get("compiled")
-                    if runner is not None and arrays and (x := arrays[0]) is not None and x.shape == runner[0] \
-                            and x.dtype == runner[1]:
-                        results = [runner[2](x)]
-                    else:
-                        results = fn(OpContext(node, arrays, rounding, cache, jit))
-                    if best is not None:
-                        best[i] = min(best[i], clock() - start)
-                    for value, array in zip(outputs, results, strict=False):
-                        env[value] = array
-                        if keep is None or value.name in keep:
-                            kept[value.name] = array
-                    if keep is not None:
-                        for used in frees:
-                            env.pop(used, None)
-            except _KERNEL_FAILURES as e:  # what prepare could not see (values known only at run time)
-                where = f"operator {node.op} ({node.name!r})" if node is not None else "this model"
-                raise VerificationError(
-                    f"the reference interpreter cannot run {where}: its inputs do not fit it "
-                    f"({type(e).__name__}: {' '.join(str(e).split())[:200]})"
-                ) from None
+            self._main.execute(env, keep, kept, self.rounding, self.jit, best)
         return kept
 
-    @staticmethod
-    def _sources(node: Node, fed: set[Value]) -> list[tuple[Value | None, np.ndarray | None]]:
-        """Per input ``(value, None)`` for tensors a run provides (graph inputs, states,
-        operator outputs — even when the file also gives them a buffer: the feed wins),
-        ``(None, array)`` for constants (read from the model once, not on every run) and
-        ``(None, None)`` for omitted optional inputs; ``fed``: the graph's inputs and states."""
-        return [(None, v.const.numpy()) if v is not None and v.const is not None and v not in fed
-                and v.producer is None else (v, None) for v in node.inputs]
 
-    @staticmethod
-    def _read(value: Value) -> np.ndarray:
-        """A provided tensor this run has not set: its buffer from the file (a state's
-        initial value), else an error."""
-        if value.const is not None:
-            return value.const.numpy()
-        raise VerificationError(f"tensor {value.name!r} is read before any operator writes it")
+def _check_kernel(node: Node) -> None:
+    """Refuse an operator without a kernel, or with an output type its kernel does not compute."""
+    if node.op not in KERNELS or node.domain == "custom":
+        raise VerificationError(
+            f"the reference interpreter cannot run this model: operator {node.op} "
+            f"({node.name!r}) is not implemented"
+        )
+    for out in node.outputs:  # 16x8 quantization has kernels of its own, opted in per operator
+        if out.quant is not None and out.quant.scale.size and out.dtype is not None \
+                and (out.dtype.value == "int4" or (out.dtype.value == "int16" and node.op not in INT16_KERNELS)):
+            raise VerificationError(
+                f"the reference interpreter cannot run this model: operator {node.op} "
+                f"({node.name!r}) has {out.dtype.value}-quantized output, which is not implemented"
+            )
+
+
+def _sources(node: Node, fed: set[Value]) -> list[tuple[Value | None, np.ndarray | None]]:
+    """Per input ``(value, None)`` for tensors a run provides (graph inputs, states,
+    operator outputs — even when the file also gives them a buffer: the feed wins),
+    ``(None, array)`` for constants (read from the model once, not on every run) and
+    ``(None, None)`` for omitted optional inputs; ``fed``: the graph's inputs and states."""
+    return [(None, v.const.numpy()) if v is not None and v.const is not None and v not in fed
+            and v.producer is None else (v, None) for v in node.inputs]
+
+
+def _read(value: Value) -> np.ndarray:
+    """A tensor no operator of this run has set: its buffer from the file, else an error."""
+    if value.const is not None:
+        return value.const.numpy()
+    raise VerificationError(f"tensor {value.name!r} is read before any operator writes it")
