@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 
 #: Third-party libraries of model formats and runtimes, and the packages that may import them.
 FORMAT_LIBRARIES = ("onnx", "onnxruntime", "tensorflow", "tensorboard", "google.protobuf", "flatbuffers",
-                    "ai_edge_litert")
+                    "ai_edge_litert", "tflite_micro")
 FORMAT_HOMES = ("formats", "runtime")
 #: TensorFlow is an optional extra and a slow import: one module imports it.  (formats/graphdef
 #: reads and writes GraphDefs with the protos tensorboard ships, so it needs no exception.)

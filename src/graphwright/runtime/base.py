@@ -285,6 +285,7 @@ _BUILTIN: dict[str, tuple[str, str]] = {
     "litert": ("graphwright.runtime.litert", "LiteRTBackend"),
     "litert-ref": ("graphwright.runtime.litert", "LiteRTReferenceBackend"),
     "reference": ("graphwright.runtime.reference.backend", "ReferenceBackend"),
+    "tflm": ("graphwright.runtime.tflm", "TFLMBackend"),
 }
 _registered: dict[str, Backend] = {}
 
