@@ -25,6 +25,7 @@ import numpy as np
 __all__ = [
     "ROUNDING_MODES",
     "multiply_by_quantized_multiplier",
+    "multiply_by_quantized_multiplier_int64",
     "quantize_multiplier",
     "quantize_multipliers",
     "rounding_divide_by_pot",
@@ -123,6 +124,22 @@ def multiply_by_quantized_multiplier(
         out = (x * m + (np.int64(1) << (total - 1))) >> total
         return np.clip(out, INT32_MIN, INT32_MAX)
     raise ValueError(f"unknown rounding mode {rounding!r}; expected one of {ROUNDING_MODES}")
+
+
+def multiply_by_quantized_multiplier_int64(
+    x: np.ndarray, m: np.ndarray | int, shift: np.ndarray | int
+) -> np.ndarray:
+    """``x·M`` for an int64 accumulator (the 16x8 kernels), as TFLite's int64
+    ``MultiplyByQuantizedMultiplier`` (one formula in both rounding modes): the
+    multiplier reduced to 15 bits, ``r = round(m / 2^16)`` (``2^15 − 1`` from
+    ``m ≥ 0x7FFF0000``), then ``(x·r + 2^(14−shift)) >> (15−shift)``, one rounding
+    half towards +∞; the result wraps to int32 as the C cast does.  Returns int64.
+    """
+    x = np.asarray(x, dtype=np.int64)
+    m = np.asarray(m, dtype=np.int64)
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
+    return _wrap_int32((x * reduced + (np.int64(1) << (total - 1))) >> total)
 
 
 def _double_rounding(x: np.ndarray, m: np.ndarray, right: np.ndarray) -> np.ndarray:
