@@ -24,6 +24,7 @@ import numpy as np
 
 __all__ = [
     "ROUNDING_MODES",
+    "fold_divisor",
     "multiply_by_quantized_multiplier",
     "multiply_by_quantized_multiplier_int64",
     "quantize_multiplier",
@@ -60,6 +61,14 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     if shift > 30:
         return INT32_MAX, 30
     return m, shift
+
+
+def fold_divisor(m: int, shift: int, n: int) -> tuple[int, int]:
+    """``(m, shift)`` of ``M/n`` from those of ``M``, as LiteRT's quantized MEAN folds its
+    element count ``n`` into the multiplier: ``k = min(⌊log2 n⌋, 32, 31 + shift)``,
+    ``m' = (m·2^k) // n``, ``shift' = shift − k``."""
+    k = min(n.bit_length() - 1, 32, 31 + shift)
+    return (m << k) // n, shift - k
 
 
 def quantize_multipliers(reals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
