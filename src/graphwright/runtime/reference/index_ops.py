@@ -4,11 +4,11 @@ rearrangements, padding by mirror, broadcasting and filling — as TFLite's refe
 Values are moved, never requantized: a quantized tensor keeps its integers (LiteRT's
 kernels copy bytes by element size, whatever the type).  The exceptions are
 EMBEDDING_LOOKUP from 8-bit rows into a float output (``q·scale`` in float32, per
-tensor or per row), SCATTER_ND, which adds the updates that land on one element
-(wrapping integers, in index order), and RANGE, which accumulates ``start + delta +
-delta …`` in its type, as the reference loop does.  Indices out of range (GATHER,
-GATHER_ND, SCATTER_ND, EMBEDDING_LOOKUP) are refused at run time, as LiteRT refuses
-them.  All O(output size), WHERE O(input size).
+tensor or per row; uint8 bytes read as int8, as LiteRT does), SCATTER_ND, which adds
+the updates that land on one element (wrapping integers, in index order), and RANGE,
+which accumulates ``start + delta + delta …`` in its type, as the reference loop does.
+Indices out of range (GATHER, GATHER_ND, SCATTER_ND, EMBEDDING_LOOKUP) are refused at
+run time, as LiteRT refuses them.  All O(output size), WHERE O(input size).
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def _scatter_nd_rule(op: OpCheck) -> list[Shape]:
     return [tuple(shape)]
 
 
-@kernel("EMBEDDING_LOOKUP")
+@kernel("EMBEDDING_LOOKUP", int16=True)
 def embedding_lookup(ctx: OpContext) -> list[np.ndarray]:
     ids, table = ctx.x(0), ctx.x(1)
     _check_indices(ctx, ids, table.shape[0], "id")
@@ -280,7 +280,8 @@ def embedding_lookup(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(f"{table.dtype} rows into a {dtype} output are not implemented")
     scale = q.scale.reshape(-1)
     scale = scale[ids] if scale.size > 1 else scale
-    return [rows.astype(np.float32) * scale.reshape(-1, *[1] * (table.ndim - 1))]
+    # LiteRT reads uint8 rows as int8 bytes too (its hybrid path takes the data as int8_t)
+    return [rows.view(np.int8).astype(np.float32) * scale.reshape(-1, *[1] * (table.ndim - 1))]
 
 
 @prepare_rule("EMBEDDING_LOOKUP", arity=(2, 2))
@@ -421,7 +422,7 @@ def _reverse_sequence_rule(op: OpCheck) -> list[Shape]:
     return [x]
 
 
-# -- BROADCAST_TO, FILL, ZEROS_LIKE, ONES_LIKE, RANGE, RANK, WHERE ----------------------------------
+# -- BROADCAST_TO, FILL, ZEROS_LIKE, RANGE, RANK, WHERE (no ONES_LIKE: ones are FILL or BROADCAST_TO) ----------
 
 def _broadcast_target(x: tuple[int, ...], shape: list[int], fail: Fail) -> tuple[int, ...]:
     if len(x) > len(shape) or len(shape) > 8 or any(d < 0 for d in shape):
@@ -472,12 +473,7 @@ def zeros_like(ctx: OpContext) -> list[np.ndarray]:
     return [np.zeros_like(ctx.x(0))]
 
 
-@kernel("ONES_LIKE")
-def ones_like(ctx: OpContext) -> list[np.ndarray]:
-    return [np.ones_like(ctx.x(0))]
-
-
-@prepare_rule("ZEROS_LIKE", "ONES_LIKE", arity=(1, 1))
+@prepare_rule("ZEROS_LIKE", arity=(1, 1))
 def _like_rule(op: OpCheck) -> list[Shape]:
     return [op.shape(0)]
 

@@ -1,0 +1,75 @@
+"""Index and layout operators (family ``tflite_index``) against LiteRT's reference kernels: every
+operator output of every model identical (integers) or within 1e-5 (floats) on all-min, all-max
+and seeded inputs; each model holds the operators it was made for; indices out of range and
+shapes the kernels cannot take are refused with one line, as LiteRT refuses them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphwright.errors import VerificationError
+from graphwright.formats import load
+from graphwright.runtime.reference import Interpreter
+from tests.models import get_model
+from tests.models.build_tflite_index import EXPECTED_OPS, FAMILY, NAMES
+
+from ._oracle import assert_matches_reference, feeds_for
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_operator_output_matches_litert_reference(name: str) -> None:
+    info = get_model(FAMILY, name)
+    ops = {node.op for node in load(info.path).graph}
+    missing = sorted(set(EXPECTED_OPS[name]) - ops)
+    assert not missing, f"{name} lacks {missing}"
+    assert assert_matches_reference(info) >= 6 * len(EXPECTED_OPS[name])
+
+
+def test_int16_outputs_are_int16_quantized() -> None:
+    """The 16x8 models really run the index and layout kernels on int16 tensors."""
+    for name in ("index_int16x8", "direct_int16x8"):
+        graph = load(get_model(FAMILY, name).path).graph
+        int16 = {node.op for node in graph if node.outputs[0].dtype.value == "int16"
+                 and node.outputs[0].quant is not None}
+        expected = set(EXPECTED_OPS[name]) - {"WHERE"}  # WHERE writes int64 coordinates
+        assert expected <= int16, f"{name}: {sorted(expected - int16)} not on int16 tensors"
+
+
+def _run_with(name: str, input_name: str, value: int) -> None:
+    info = get_model(FAMILY, name)
+    feeds = feeds_for(info, 2)
+    feeds[input_name] = np.full_like(feeds[input_name], value)
+    Interpreter(info.path).run(feeds)
+
+
+@pytest.mark.parametrize(("name", "input_name", "value", "what"), [
+    ("index_int8", "x2", 6, "index 6 is out of range [0, 6)"),     # GATHER axis 1
+    ("index_float", "x2", -1, "index -1 is out of range [0, 6)"),  # GATHER, negative
+    ("index_float", "x4", 8, "index 8 is out of range [0, 8)"),    # GATHER batch_dims 1
+    ("index_float", "x5", 2, "out of range [0, 2)"),              # GATHER_ND, SCATTER_ND
+    ("direct_float", "ids", 6, "id 6 is out of range [0, 6)"),     # EMBEDDING_LOOKUP
+    ("direct_int16x8", "lengths", 6, "exceed axis 1"),             # REVERSE_SEQUENCE
+])
+def test_indices_out_of_range_are_refused_in_one_line(name: str, input_name: str, value: int, what: str) -> None:
+    with pytest.raises(VerificationError, match="cannot run operator") as err:
+        _run_with(name, input_name, value)
+    assert what in str(err.value) and "\n" not in str(err.value)
+
+
+def test_litert_refuses_the_same_gather_index() -> None:
+    """The refusal mirrors LiteRT: its reference GATHER fails on the same index."""
+    from ai_edge_litert.interpreter import Interpreter as LiteRT
+    from ai_edge_litert.interpreter import OpResolverType
+
+    info = get_model(FAMILY, "index_float")
+    feeds = feeds_for(info, 2)
+    feeds["x2"] = np.full_like(feeds["x2"], 6)
+    litert = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    litert.allocate_tensors()
+    for detail in litert.get_input_details():
+        litert.set_tensor(detail["index"], feeds[detail["name"]])
+    with pytest.raises(RuntimeError, match="gather index out of bounds"):
+        litert.invoke()
