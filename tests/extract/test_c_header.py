@@ -39,5 +39,5 @@ def test_c_header_compiles_and_holds_the_same_numbers(tmp_path: Path) -> None:
     w = tensors[weights.name].reshape(-1).astype(np.int64)
     assert int(out[0]) == int(((np.arange(w.size) % 7 + 1) * w).sum())
     assert int(out[1]) == int(tensors[bias.name].astype(np.int64).sum())
-    assert int(out[2]) == layer.multiplier[0] and int(out[3]) == layer.shift[0]
+    assert int(out[2]) == layer.params["multiplier"][0] and int(out[3]) == layer.params["shift"][0]
     assert float(out[4]) == pytest.approx(weights.quantization["scale"][0], rel=1e-7)  # type: ignore[index]

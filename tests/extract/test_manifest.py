@@ -28,10 +28,10 @@ def test_manifest_ties_tensors_to_operators_and_quantization(tmp_path: Path) -> 
     assert q is not None and q["axis"] == 0 and len(q["scale"]) == weights.shape[0]
     assert weights.tensor_index == conv.inputs[1].meta["tflite.tensor_index"]  # type: ignore[union-attr]
     layer = manifest.layers[0]
-    assert layer.op == "CONV_2D" and len(layer.multiplier) == len(layer.shift) == weights.shape[0]
+    assert layer.op == "CONV_2D" and len(layer.params["multiplier"]) == len(layer.params["shift"]) == weights.shape[0]
     s_in = float(conv.inputs[0].quant.scale[0])  # type: ignore[union-attr]
     s_out = float(conv.outputs[0].quant.scale[0])  # type: ignore[union-attr]
-    for m, s, sw in zip(layer.multiplier, layer.shift, q["scale"]):
+    for m, s, sw in zip(layer.params["multiplier"], layer.params["shift"], q["scale"]):
         assert m * 2.0 ** (s - 31) == pytest.approx(s_in * sw / s_out, rel=1e-8)
 
 
@@ -58,4 +58,4 @@ def test_layer_parameters_reproduce_litert_first_convolution(tmp_path: Path) -> 
     y = multiply_by_quantized_multiplier(acc + b, np.array(layer["multiplier"]), np.array(layer["shift"]))
     y = np.clip(y + layer["output_zero_point"], layer["activation_min"], layer["activation_max"])
     np.testing.assert_array_equal(y, expected)
-    assert manifest.layers[0].activation_min >= -128
+    assert manifest.layers[0].params["activation_min"] >= -128

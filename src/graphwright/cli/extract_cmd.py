@@ -1,6 +1,7 @@
 """``graphwright extract MODEL OUTDIR``: every constant tensor as ``.npy`` (or a C header
 with ``--format c``) plus ``manifest.json`` (operators, roles, quantization, and the
-fixed-point multipliers/shifts of quantized TFLite layers)."""
+integer parameters of quantized TFLite layers: multipliers, shifts, tables; sparse
+constants written dense with their sparse form beside)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,6 @@ def run(args: argparse.Namespace) -> int:
     what = "model_data.h" if args.format == "c" else f"{len(manifest.constants)} .npy files"
     stdout().print(
         f"{args.outdir}: {what} + manifest.json ({len(manifest.constants)} constants, "
-        f"{len(manifest.layers)} quantized layers with per-channel multipliers)"
+        f"{len(manifest.layers)} quantized layers with their integer parameters)"
     )
     return 0

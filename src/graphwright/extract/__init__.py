@@ -1,7 +1,8 @@
 """``extract``: every constant tensor of a model as ``.npy`` files (or one C header)
 plus ``manifest.json`` tying each to its operators and roles, with the
-quantization parameters and, for quantized TFLite layers, the per-channel
-fixed-point multipliers and shifts.  See :mod:`.manifest` for the maths.
+quantization parameters and, for quantized TFLite layers, their integer parameters
+(multipliers, shifts, tables: :mod:`.layers`).  A sparse TFLite constant is written dense,
+with its sparse form in the manifest and its stored values in a second file.
 
 TFLite, ONNX (initializers, ``Constant`` nodes) and GraphDef (``Const`` nodes).
 Files are written to a temporary folder next to ``outdir`` and renamed into
@@ -21,6 +22,7 @@ import numpy as np
 
 from ..errors import GraphwrightError
 from ..formats import load
+from ..formats.tflite.sparsity import stored_values
 from ..ir import Model
 from .c_header import render_header
 from .manifest import ConstantEntry, LayerParams, Manifest, build_manifest, role_of
@@ -52,12 +54,16 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
         if format == "npy":
             for entry, tensor in entries:
                 np.save(tmp / entry.file, np.asarray(tensor.numpy()), allow_pickle=False)
+                if entry.sparsity is not None:
+                    np.save(tmp / entry.sparsity["values_file"], stored_values(tensor), allow_pickle=False)
         else:
             guard = re.sub(r"[^A-Za-z0-9]+", "_", target.name).upper().strip("_") + "_MODEL_DATA_H"
             (tmp / "model_data.h").write_text(render_header(manifest, entries, guard or "MODEL_DATA_H"))
             doc["header"] = "model_data.h"
             for c in doc["constants"]:  # type: ignore[union-attr]
                 c["file"] = None
+                if "sparsity" in c:
+                    c["sparsity"]["values_file"] = None
         doc["format"] = format
         (tmp / "manifest.json").write_text(json.dumps(doc, indent=1))
         if target.exists():

@@ -1,5 +1,5 @@
 """The extraction manifest: every constant tensor, who uses it and how, and the
-integer requantization parameters of quantized TFLite layers.
+integer parameters of quantized TFLite layers.
 
 For a quantized CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED the manifest gives
 what an integer-only target needs per output channel ``c``::
@@ -7,7 +7,13 @@ what an integer-only target needs per output channel ``c``::
     M[c] = s_in · s_w[c] / s_out ≈ multiplier[c] · 2^(shift[c] − 31)
     y = clamp(MBQM(Σ w·(x − zp_in) + bias[c], multiplier[c], shift[c]) + zp_out, act_min, act_max)
 
-(``shift`` > 0 is a left shift).  Building it is O(constants + operators).
+(``shift`` > 0 is a left shift); the other quantized operators' parameters are listed in
+:mod:`.layers`.  A sparse TFLite constant is written dense, and its sparse form
+(traversal order, block map, dimension metadata with segments and indices) is in the
+manifest beside it, its stored values in a second file.  LSTM inputs are named by their
+role (``input_to_forget_weights``, ``recurrent_to_cell_weights``, ``cell_to_output_weights``,
+``projection_weights``, ``forget_gate_bias``, ``input_layer_norm_coefficients``...).
+Building it is O(constants + operators).
 """
 
 from __future__ import annotations
@@ -17,8 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from ..errors import GraphwrightError
+from ..formats.tflite.sparsity import sparse_form, stored_values
 from ..ir import Graph, Model, Node, Tensor, Value, constant_value, constant_values
 
 __all__ = ["ConstantEntry", "LayerParams", "Manifest", "build_manifest", "role_of"]
@@ -38,7 +44,22 @@ _ROLES: dict[tuple[str, str], dict[int, str]] = {
     ("tf", "MatMul"): {0: "input", 1: "weights"},
     ("tf", "BiasAdd"): {0: "input", 1: "bias"},
 }
-QUANTIZED_LAYERS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+#: UNIDIRECTIONAL_SEQUENCE_LSTM's (and LSTM's) inputs by index, as TFLite's lstm_shared.h names them
+_LSTM_ROLES = dict(enumerate((
+    "input",
+    "input_to_input_weights", "input_to_forget_weights", "input_to_cell_weights", "input_to_output_weights",
+    "recurrent_to_input_weights", "recurrent_to_forget_weights", "recurrent_to_cell_weights",
+    "recurrent_to_output_weights",
+    "cell_to_input_weights", "cell_to_forget_weights", "cell_to_output_weights",
+    "input_gate_bias", "forget_gate_bias", "cell_gate_bias", "output_gate_bias",
+    "projection_weights", "projection_bias",
+    "output_state", "cell_state",
+    "input_layer_norm_coefficients", "forget_layer_norm_coefficients", "cell_layer_norm_coefficients",
+    "output_layer_norm_coefficients",
+)))
+for _op in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
+    _ROLES[("tflite", _op)] = _LSTM_ROLES
+_ROLES[("tflite", "PRELU")] = {0: "input", 1: "alpha"}
 
 
 def role_of(node: Node, index: int) -> str:
@@ -58,38 +79,32 @@ class ConstantEntry:
     tensor_index: int | None
     quantization: dict[str, Any] | None
     uses: list[dict[str, Any]] = field(default_factory=list)
+    #: a sparse TFLite constant's sparse form (see :mod:`graphwright.formats.tflite.sparsity`),
+    #: with ``values_file`` (its stored values, in traversal order) and ``values_count``
+    sparsity: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "name": self.name, "c_name": self.ident, "dtype": self.dtype,
-                "shape": self.shape, "tensor_index": self.tensor_index,
-                "quantization": self.quantization, "uses": self.uses}
+        doc = {"file": self.file, "name": self.name, "c_name": self.ident, "dtype": self.dtype,
+               "shape": self.shape, "tensor_index": self.tensor_index,
+               "quantization": self.quantization, "uses": self.uses}
+        if self.sparsity is not None:
+            doc["sparsity"] = self.sparsity
+        return doc
 
 
 @dataclass(slots=True)
 class LayerParams:
-    """Requantization of one quantized layer, per output channel."""
+    """The integer parameters of one quantized layer (``params``: see :mod:`.layers`)."""
 
     operator_index: int
     op: str
     name: str
     ident: str
-    input_zero_point: int
-    output_zero_point: int
-    weights_zero_point: int
-    activation_min: int
-    activation_max: int
-    multiplier: list[int]
-    shift: list[int]
-    depth_multiplier: int | None = None
-    strides: list[int] | None = None
-    padding: str | None = None
+    params: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
         return {"operator_index": self.operator_index, "op": self.op, "name": self.name, "c_name": self.ident,
-                "input_zero_point": self.input_zero_point, "output_zero_point": self.output_zero_point,
-                "weights_zero_point": self.weights_zero_point, "activation_min": self.activation_min,
-                "activation_max": self.activation_max, "multiplier": self.multiplier, "shift": self.shift,
-                "depth_multiplier": self.depth_multiplier, "strides": self.strides, "padding": self.padding}
+                **self.params}
 
 
 @dataclass(slots=True)
@@ -138,10 +153,12 @@ def build_manifest(model: Model) -> tuple[Manifest, list[tuple[ConstantEntry, Te
             continue
         index = value.meta.get("tflite.tensor_index")
         ident = c_ident(value.name, f"t{n:04d}", used)
+        file = f"{n:04d}_{ident[6:][:60]}.npy"
         entry = ConstantEntry(
-            file=f"{n:04d}_{ident[6:][:60]}.npy", name=value.name, ident=ident, dtype=tensor.dtype.value,
+            file=file, name=value.name, ident=ident, dtype=tensor.dtype.value,
             shape=[int(d) for d in tensor.shape or ()], tensor_index=None if index is None else int(index),
             quantization=_quant_json(value),
+            sparsity=_sparsity_json(value, tensor, file) if model.format == "tflite" else None,
         )
         for node, i in _final_uses(value):
             entry.uses.append({"operator_index": position.get(node), "op": node.op, "operator": node.name,
@@ -181,37 +198,23 @@ def _unique(values: Iterable[Value]) -> list[Value]:
     return list(seen.values())
 
 
+def _sparsity_json(value: Value, tensor: Tensor, file: str) -> dict[str, Any] | None:
+    try:
+        form = sparse_form(value)
+        if form is None:
+            return None
+        tensor.numpy()  # densifies: refuses metadata no runtime could read
+        count = int(stored_values(tensor).size)
+    except ValueError as e:
+        raise GraphwrightError(f"cannot extract {value.name!r}: {e}") from None
+    return {**form.to_json(), "values_file": file.removesuffix(".npy") + ".sparse_values.npy",
+            "values_count": count}
+
+
 def _layer_params(graph: Graph, order: list[Node], used: set[str]) -> Iterable[LayerParams]:
-    # lazy: the reference interpreter (~15 ms) loads only when a TFLite model is extracted
-    from ..runtime.reference import OpContext, activation_range, channel_multipliers, legacy_multiplier, quant_of
+    from .layers import layer_params  # lazy: the reference interpreter (~15 ms) loads only for TFLite models
 
     for i, node in enumerate(order):
-        if node.op not in QUANTIZED_LAYERS or len(node.inputs) < 2:
-            continue
-        x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
-        if x is None or w is None or x.dtype is None or x.dtype.value not in ("int8", "uint8"):
-            continue
-        q_in, q_w, q_out = quant_of(x), quant_of(w), quant_of(y)
-        if q_in is None or q_w is None or q_out is None or w.shape is None:
-            continue
-        dim = w.shape[3] if node.op == "DEPTHWISE_CONV_2D" else w.shape[0]
-        if not isinstance(dim, int):
-            continue
-        channels = dim
-        legacy = x.dtype.value == "uint8" and q_w.scale.size == 1
-        m, s = (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
-        ctx = OpContext(node, [], "double")
-        act = int(node.attr("fused_activation_function", 0) or 0)
-        lo, hi = activation_range(ctx, act, np.dtype(x.dtype.value))
-        strides = None
-        if node.op != "FULLY_CONNECTED":
-            strides = [int(node.attr("stride_h", 1)), int(node.attr("stride_w", 1))]
-        yield LayerParams(
-            operator_index=i, op=node.op, name=node.name, ident=c_ident(node.name, f"op{i:03d}", used),
-            input_zero_point=q_in.zp, output_zero_point=q_out.zp, weights_zero_point=q_w.zp,
-            activation_min=int(lo), activation_max=int(hi),
-            multiplier=[int(v) for v in m], shift=[int(v) for v in s],
-            depth_multiplier=int(node.attr("depth_multiplier", 1) or 1) if node.op == "DEPTHWISE_CONV_2D" else None,
-            strides=strides,
-            padding=None if node.op == "FULLY_CONNECTED" else ("SAME" if int(node.attr("padding", 0)) == 0 else "VALID"),
-        )
+        params = layer_params(node)
+        if params is not None:
+            yield LayerParams(i, node.op, node.name, c_ident(node.name, f"op{i:03d}", used), params)

@@ -21,7 +21,7 @@ from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from . import _schema as S
 from .carried import QuantDetails, SignatureDef, SignatureRef, TFLiteBuffer
 from .options import CUSTOM_OPTIONS_ATTR, options_to_attrs
-from .sparsity import densify, sparse_form
+from .sparsity import densify, sparse_form, stored_values
 from .strings import decode_string_tensor
 from .validate import Budget, check_model, corrupt, verify_flatbuffer
 
@@ -318,11 +318,7 @@ def _loader(buffer: TFLiteBuffer, dtype: DType, value: Value, shape: tuple[int, 
     def load() -> np.ndarray:
         form = sparse_form(value)
         if form is not None:
-            np_type = dtype.numpy
-            if np_type is None or dtype is DType.STRING:
-                raise ValueError(f"sparse tensor {name!r} has type {dtype.value}, which cannot be densified")
-            stored = buffer.data[:buffer.nbytes - buffer.nbytes % np.dtype(np_type).itemsize]
-            return densify(form, stored.view(np.dtype(np_type).newbyteorder("<")), shape, f"sparse tensor {name!r}")
+            return densify(form, stored_values(value.const), shape, f"sparse tensor {name!r}")
         if dtype is DType.STRING:
             return decode_string_tensor(buffer.data)
         np_type = dtype.numpy

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from ...ir import Value
+from ...ir import DType, Tensor, Value
 from . import _schema as S
+from .carried import TFLiteBuffer
 
-__all__ = ["DENSE", "SPARSE_CSR", "DimMetadata", "SparseForm", "densify", "sparse_form"]
+__all__ = ["DENSE", "SPARSE_CSR", "DimMetadata", "SparseForm", "densify", "sparse_form", "stored_values"]
 
 DENSE, SPARSE_CSR = S.fb.DimensionType.DENSE, S.fb.DimensionType.SPARSE_CSR
 _VECTOR_NAMES = {v: k for k, v in S.SPARSE_INDEX_VECTORS.items()}
@@ -85,6 +86,17 @@ def sparse_form(value: Value) -> SparseForm | None:
             raise ValueError(f"{where}: dimension {i} has format {dm.format}, neither DENSE nor SPARSE_CSR")
     block_map = () if params.blockMap is None else tuple(int(b) for b in params.blockMap)
     return SparseForm(tuple(int(t) for t in params.traversalOrder), block_map, tuple(dims))
+
+
+def stored_values(tensor: Tensor) -> np.ndarray:
+    """A sparse constant's stored values (in traversal order) as its buffer holds them."""
+    if not isinstance(tensor.source, TFLiteBuffer):
+        raise ValueError(f"sparse tensor {tensor.name!r} has no buffer")
+    np_type = tensor.dtype.numpy
+    if np_type is None or tensor.dtype is DType.STRING:
+        raise ValueError(f"sparse tensor {tensor.name!r} has type {tensor.dtype.value}, which cannot be densified")
+    data, itemsize = tensor.source.data, np.dtype(np_type).itemsize
+    return data[:data.size - data.size % itemsize].view(np.dtype(np_type).newbyteorder("<"))
 
 
 def _index_vector(kind: int, vector: Any, where: str, dim: int, what: str) -> tuple[str, np.ndarray]:

@@ -1,0 +1,403 @@
+"""The integer parameters of quantized TFLite layers: everything an integer-only target
+needs to compute each layer as LiteRT's reference kernels (``BUILTIN_REF``) do, derived
+with the reference interpreter's own functions (:mod:`graphwright.runtime.reference`).
+
+``layer_params(node)`` gives one flat dict per quantized operator (None for float ones and
+operators that move values without changing them).  ``MBQM(x, m, shift)`` below is
+``MultiplyByQuantizedMultiplier``: ``x·m·2^(shift−31)`` with the reference kernels' two
+roundings (``shift`` > 0 shifts left first).  Zero points are given as they are stored
+(LiteRT's ``input_offset`` is ``−zero_point``).  Per operator:
+
+* CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED: per output channel ``multiplier``/``shift``
+  of ``s_in·s_w[c]/s_out``; ``y = clamp(MBQM(Σ w·(x − zp_in) + bias, m[c], shift[c]) + zp_out)``.
+* ADD / SUB (8-bit, and int16 with general scales): ``left_shift`` (20; 15 for int16),
+  ``a_i = MBQM((x_i − zp_i)·2^left_shift, input{i}_multiplier, input{i}_shift)``,
+  ``y = clamp(MBQM(a_1 ± a_2, output_multiplier, output_shift) + zp_out)``; int16 with
+  power-of-two scales and zero points 0 (``pot_scale_int16``): ``input{i}_shift`` only
+  (``y = clamp((x_1 >> −shift_1) ± (x_2 >> −shift_2))``, rounding as the reference kernel).
+* MUL: ``y = clamp(MBQM((x_1 − zp_1)(x_2 − zp_2), output_multiplier, output_shift) + zp_out)``.
+* AVERAGE_POOL_2D: the window, strides and padding; ``y = clamp(round_half_away(Σ x / count))``
+  over the in-image taps (input and output share their quantization).
+* MEAN: ``y = MBQM(Σ x − zp_in·n, multiplier, shift) + zp_out`` clamped to the type, with
+  ``1/n`` folded into the multiplier (``n`` = ``reduced_count``), or ``same_quantization``:
+  ``y = trunc(Σ x / n)``.
+* RELU / RELU6 / RELU_N1_TO_1: ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``.
+* QUANTIZE (integer to integer): ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``;
+  from float: ``y = clamp(round_half_away(x / scale) + zp_out)``.  DEQUANTIZE:
+  ``scale·(x − zp_in)``.
+* LOGISTIC / TANH / HARD_SWISH / RELU* / QUANTIZE on 8-bit inputs: ``table``, the 256 outputs
+  for the inputs ``-128..127`` (int8) or ``0..255`` (uint8), computed by the interpreter's
+  kernel itself — ``y = table[x − type_min]``; HARD_SWISH also gives its fixed-point
+  multipliers (int16 ``output_multiplier_fixedpoint_int16`` / ``reluish_multiplier_fixedpoint_int16``
+  and their exponents) as LiteRT's Prepare derives them.
+* SOFTMAX (8-bit): LiteRT's reference kernel is not integer-only; it uses ``exp_table``, the
+  float32 ``exp(−s_in·β·d)`` for ``d = max − x`` in 0..255, then
+  ``y = round(e/(Σ e · s_out)) + zp_out`` in float32 (``beta``, scales given).
+* CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
+  uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
+* LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
+  ``alpha_multiplier``/``alpha_shift`` (``α·s_in/s_out``) below; PRELU: ``identity_*`` and
+  ``alpha_*`` (``s_in·s_α/s_out``), ``y = clamp(MBQM((x − zp_in)·(α − zp_α), …) + zp_out)``.
+
+Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
+and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
+O(operators), plus 256 kernel evaluations per table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..ir import Node, Value
+from ..runtime.reference import (
+    OpContext,
+    Quant,
+    activation_range,
+    channel_multipliers,
+    legacy_multiplier,
+    quant_of,
+    quantize_multiplier,
+)
+from ..runtime.reference import elementwise as ew
+from ..runtime.reference.fixedpoint import fold_divisor
+
+__all__ = ["INTEGER_TYPES", "layer_params"]
+
+INTEGER_TYPES = frozenset({"int8", "uint8", "int16"})
+Params = dict[str, Any]
+_BUILDERS: dict[str, Callable[[Node], Params | None]] = {}
+
+
+def _layer(*ops: str) -> Callable[[Callable[[Node], Params | None]], Callable[[Node], Params | None]]:
+    def register(fn: Callable[[Node], Params | None]) -> Callable[[Node], Params | None]:
+        for op in ops:
+            _BUILDERS[op] = fn
+        return fn
+
+    return register
+
+
+def layer_params(node: Node) -> Params | None:
+    """The integer parameters of a quantized TFLite operator (see the module docstring)."""
+    build = _BUILDERS.get(node.op)
+    if build is None or node.domain == "custom" or not node.outputs or not node.inputs or node.inputs[0] is None:
+        return None
+    if _integer(node.outputs[0]) is None and _integer(node.inputs[0]) is None:
+        return None
+    return build(node)
+
+
+def _integer(value: Value | None) -> Quant | None:
+    """The quantization of an 8/16-bit integer tensor, else None."""
+    if value is None or value.dtype is None or value.dtype.value not in INTEGER_TYPES:
+        return None
+    return quant_of(value)
+
+
+def _f64(scale: float) -> float:
+    """A float32 scale as the double the C code promotes it to."""
+    return float(np.float64(np.float32(scale)))
+
+
+def _mult(real: float) -> tuple[int, int]:
+    m, s = quantize_multiplier(real)
+    return int(m), int(s)
+
+
+def _dtype(value: Value) -> np.dtype:
+    assert value.dtype is not None and value.dtype.numpy is not None
+    return np.dtype(value.dtype.numpy)
+
+
+def _clamp(node: Node, dtype: np.dtype) -> Params:
+    """The fused activation's clamp (CalculateActivationRangeQuantized) or the type range."""
+    act = int(node.attr("fused_activation_function", 0) or 0)
+    lo, hi = activation_range(OpContext(node, [], "double"), act, dtype)
+    return {"activation_min": int(lo), "activation_max": int(hi)}
+
+
+def _quants(node: Node, *inputs: int) -> list[Quant] | None:
+    """Quantization of the given inputs and of the output, or None if one lacks it."""
+    values = [node.inputs[i] if i < len(node.inputs) else None for i in inputs] + [node.outputs[0]]
+    found = [_integer(v) for v in values]
+    return None if any(q is None for q in found) else found  # type: ignore[return-value]
+
+
+def _table(node: Node, kernel: Callable[[OpContext], list[np.ndarray]]) -> list[int] | None:
+    """An 8-bit unary operator's outputs for all 256 inputs, from the interpreter's kernel."""
+    x = node.inputs[0]
+    if x is None or x.dtype is None or x.dtype.value not in ("int8", "uint8"):
+        return None
+    dtype = _dtype(x)
+    inputs = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
+    (out,) = kernel(OpContext(node, [inputs], "double", {}, False))
+    return [int(v) for v in np.asarray(out).reshape(-1)]
+
+
+# -- convolutions ------------------------------------------------------------------------------------
+
+@_layer("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+def _conv(node: Node) -> Params | None:
+    if len(node.inputs) < 2:
+        return None
+    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
+    if x is None or w is None or x.dtype is None or x.dtype.value not in ("int8", "uint8") or w.shape is None:
+        return None
+    q_in, q_w, q_out = quant_of(x), quant_of(w), quant_of(y)
+    if q_in is None or q_w is None or q_out is None:
+        return None
+    channels = w.shape[3] if node.op == "DEPTHWISE_CONV_2D" else w.shape[0]
+    if not isinstance(channels, int):
+        return None
+    legacy = x.dtype.value == "uint8" and q_w.scale.size == 1
+    m, s = (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
+    params: Params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "weights_zero_point": q_w.zp,
+                      **_clamp(node, _dtype(x)), "multiplier": [int(v) for v in m], "shift": [int(v) for v in s]}
+    if node.op != "FULLY_CONNECTED":
+        params["strides"] = [int(node.attr("stride_h", 1)), int(node.attr("stride_w", 1))]
+        params["padding"] = "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"
+    if node.op == "DEPTHWISE_CONV_2D":
+        params["depth_multiplier"] = int(node.attr("depth_multiplier", 1) or 1)
+    return params
+
+
+# -- element-wise arithmetic --------------------------------------------------------------------------
+
+def _log2_if_pot(scale: float) -> int | None:
+    """LiteRT's CheckedLog2: the rounded log2 of a scale that is a power of two (within 1e-3)."""
+    exact = math.log2(scale)
+    rounded = round(exact)
+    return rounded if abs(exact - rounded) < 1e-3 else None
+
+
+@_layer("ADD", "SUB")
+def _add_sub(node: Node) -> Params | None:
+    """As LiteRT's Prepare of ADD/SUB: the interpreter computes the same in elementwise.py inline."""
+    qs = _quants(node, 0, 1)
+    if qs is None:
+        return None
+    q1, q2, qo = qs
+    dtype = _dtype(node.outputs[0])
+    params: Params = {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+                      **_clamp(node, dtype)}
+    if dtype == np.int16 and node.attr("pot_scale_int16", False):
+        logs = [_log2_if_pot(q.s) for q in (q1, q2, qo)]
+        if None not in logs and q1.zp == q2.zp == qo.zp == 0:
+            return {**params, "pot_scale_int16": True, "input1_shift": logs[0] - logs[2],  # type: ignore[operator]
+                    "input2_shift": logs[1] - logs[2]}  # type: ignore[operator]
+    left_shift = 15 if dtype == np.int16 else ew.LEFT_SHIFT
+    twice_max = 2.0 * max(_f64(q1.s), _f64(q2.s))
+    m1, s1 = _mult(_f64(q1.s) / twice_max)
+    m2, s2 = _mult(_f64(q2.s) / twice_max)
+    mo, so = _mult(twice_max / _f64(np.float32((1 << left_shift) * np.float32(qo.s))))
+    return {**params, "left_shift": left_shift, "input1_multiplier": m1, "input1_shift": s1,
+            "input2_multiplier": m2, "input2_shift": s2, "output_multiplier": mo, "output_shift": so}
+
+
+@_layer("MUL")
+def _mul(node: Node) -> Params | None:
+    qs = _quants(node, 0, 1)
+    if qs is None:
+        return None
+    q1, q2, qo = qs
+    m, s = _mult(_f64(q1.s) * _f64(q2.s) / _f64(qo.s))
+    return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+            **_clamp(node, _dtype(node.outputs[0])), "output_multiplier": m, "output_shift": s}
+
+
+# -- pooling and reductions ------------------------------------------------------------------------
+
+@_layer("AVERAGE_POOL_2D")
+def _average_pool(node: Node) -> Params | None:
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    q_in, q_out = qs
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+            "filter": [int(node.attr("filter_height", 1)), int(node.attr("filter_width", 1))],
+            "strides": [int(node.attr("stride_h", 1)), int(node.attr("stride_w", 1))],
+            "padding": "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"}
+
+
+@_layer("MEAN")
+def _mean(node: Node) -> Params | None:
+    qs = _quants(node, 0)
+    x, axes = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    if qs is None or x is None or x.shape is None or axes is None or axes.const is None:
+        return None
+    if any(not isinstance(d, int) for d in x.shape):
+        return None
+    q_in, q_out = qs
+    rank = len(x.shape)
+    reduced = sorted({int(a) % rank for a in np.asarray(axes.const.numpy()).reshape(-1)}) if rank else []
+    n = int(np.prod([x.shape[a] for a in reduced], dtype=np.int64)) if reduced else 1
+    lo, hi = np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max
+    params: Params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(lo),
+                      "activation_max": int(hi), "axes": reduced, "reduced_count": n,
+                      "same_quantization": bool(q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s))}
+    m, s = fold_divisor(*_mult(_f64(q_in.s) / _f64(q_out.s)), n)
+    return {**params, "multiplier": m, "shift": s}
+
+
+# -- unary activations and conversions --------------------------------------------------------------
+
+def _rescale(node: Node, real: float | None = None) -> Params | None:
+    """Zero points, clamp and the multiplier of ``s_in/s_out`` (or ``real``)."""
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    q_in, q_out = qs
+    m, s = _mult(_f64(q_in.s) / _f64(q_out.s) if real is None else real)
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+            "multiplier": m, "shift": s}
+
+
+@_layer("RELU", "RELU6", "RELU_N1_TO_1")
+def _relu(node: Node) -> Params | None:
+    """The interpreter divides the scales in float32 before widening (elementwise.py, inline)."""
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    q_in, q_out = qs
+    params = _rescale(node, float(np.float32(q_in.s) / np.float32(q_out.s)))
+    assert params is not None
+    bounds = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}[node.op]
+    tmin, tmax = (int(v) for v in (np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max))
+    scale = np.float32(q_out.s)
+    params["activation_min"] = max(tmin, q_out.zp + int(_half_away(np.float32(bounds[0]) / scale)))
+    if bounds[1] != math.inf:
+        params["activation_max"] = min(tmax, q_out.zp + int(_half_away(np.float32(bounds[1]) / scale)))
+    params["table"] = _table(node, getattr(ew, node.op.lower()))
+    return params
+
+
+def _half_away(v: float) -> float:
+    return math.copysign(math.floor(abs(float(v)) + 0.5), float(v))
+
+
+@_layer("QUANTIZE")
+def _quantize(node: Node) -> Params | None:
+    x, q_out = node.inputs[0], _integer(node.outputs[0])
+    if x is None or q_out is None or q_out.scale.size != 1:
+        return None
+    if x.dtype is not None and x.dtype.value in ("float32", "float16"):
+        return {"output_zero_point": q_out.zp, "scale": float(np.float32(q_out.s)),
+                **_clamp(node, _dtype(node.outputs[0]))}
+    params = _rescale(node)
+    if params is not None:
+        params["table"] = _table(node, ew.quantize)
+    return params
+
+
+@_layer("DEQUANTIZE")
+def _dequantize(node: Node) -> Params | None:
+    q_in = _integer(node.inputs[0])
+    if q_in is None:
+        return None
+    return {"input_zero_point": [int(z) for z in q_in.zero_point.reshape(-1)],
+            "scale": [float(s) for s in q_in.scale.reshape(-1)], "axis": q_in.axis}
+
+
+@_layer("LOGISTIC", "TANH")
+def _lookup(node: Node) -> Params | None:
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    table = _table(node, ew.logistic if node.op == "LOGISTIC" else ew.tanh)
+    if table is None:
+        return None
+    q_in, q_out = qs
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+            "table": table}
+
+
+@_layer("HARD_SWISH")
+def _hard_swish(node: Node) -> Params | None:
+    """LiteRT's Prepare: the input at scale ``s_in/128``; its multipliers to the output scale and
+    to the 'reluish' scale ``3/2^15``, rounded to 16 bits (the interpreter computes them inline
+    in elementwise.py; the table comes from its kernel)."""
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    q_in, q_out = qs
+    hires = np.float32(np.float32(1.0 / 128.0) * np.float32(q_in.s))
+    m_out, e_out = _mult(float(np.float32(hires / np.float32(q_out.s))))
+    m_rel, e_rel = _mult(float(np.float32(hires / np.float32(3.0 / 32768.0))))
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+            "output_multiplier_fixedpoint_int16": _down16(m_out), "output_multiplier_exponent": e_out,
+            "reluish_multiplier_fixedpoint_int16": _down16(m_rel), "reluish_multiplier_exponent": e_rel,
+            "table": _table(node, ew.hard_swish)}
+
+
+def _down16(m: int) -> int:
+    """LiteRT's DownScaleInt32ToInt16Multiplier: round a 31-bit multiplier to 15 bits, saturating."""
+    return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
+
+
+@_layer("SOFTMAX")
+def _softmax(node: Node) -> Params | None:
+    """LiteRT's reference SOFTMAX on 8-bit tensors is a float32 table (elementwise.py builds it inline)."""
+    qs = _quants(node, 0)
+    if qs is None or _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
+        return None
+    q_in, q_out = qs
+    beta = np.float32(node.attr("beta", 1.0) or 1.0)
+    table = np.exp(np.float32(-q_in.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "beta": float(beta),
+            "input_scale": float(np.float32(q_in.s)), "output_scale": float(np.float32(q_out.s)),
+            "exp_table": [float(v) for v in table]}
+
+
+@_layer("CONCATENATION")
+def _concatenation(node: Node) -> Params | None:
+    q_out = _integer(node.outputs[0])
+    if q_out is None:
+        return None
+    ins = [_integer(v) for v in node.inputs]
+    if any(q is None for q in ins):
+        return None
+    same = all(np.float32(q.s) == np.float32(q_out.s) and q.zp == q_out.zp for q in ins if q is not None)
+    return {"axis": int(node.attr("axis", 0)), "output_zero_point": q_out.zp,
+            "output_scale": float(np.float32(q_out.s)), "same_quantization": bool(same),
+            "input_zero_points": [q.zp for q in ins if q is not None],
+            "input_scales": [float(np.float32(q.s)) for q in ins if q is not None]}
+
+
+def _f32(*factors: float, over: float) -> float:
+    """A product of float32 factors over a float32 divisor, computed in float32 as C does
+    with ``float`` operands, then widened."""
+    value = np.float32(1.0)
+    for f in factors:
+        value = np.float32(value * np.float32(f))
+    return float(np.float32(value / np.float32(over)))
+
+
+@_layer("LEAKY_RELU")
+def _leaky_relu(node: Node) -> Params | None:
+    """As LiteRT's Prepare: ``s_in/s_out`` and ``s_in·α/s_out`` in float32."""
+    qs = _quants(node, 0)
+    if qs is None:
+        return None
+    q_in, q_out = qs
+    mi, si = _mult(_f32(q_in.s, over=q_out.s))
+    ma, sa = _mult(_f32(q_in.s, float(node.attr("alpha", 0.2)), over=q_out.s))
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+            "identity_multiplier": mi, "identity_shift": si, "alpha_multiplier": ma, "alpha_shift": sa}
+
+
+@_layer("PRELU")
+def _prelu(node: Node) -> Params | None:
+    """As LiteRT's Prepare: ``s_in/s_out`` and ``s_in·s_α/s_out`` in float32 (per-tensor α)."""
+    qs = _quants(node, 0, 1)
+    if qs is None:
+        return None
+    q_in, q_alpha, q_out = qs
+    mi, si = _mult(_f32(q_in.s, over=q_out.s))
+    ma, sa = _mult(_f32(q_in.s, q_alpha.s, over=q_out.s))
+    return {"input_zero_point": q_in.zp, "alpha_zero_point": q_alpha.zp, "output_zero_point": q_out.zp,
+            **_clamp(node, _dtype(node.outputs[0])),
+            "identity_multiplier": mi, "identity_shift": si, "alpha_multiplier": ma, "alpha_shift": sa}
