@@ -3,7 +3,9 @@
 inputs (the first two all-min and all-max for integer inputs, all -1 / +1 for float ones):
 
 * integer tensors (int8/int16/uint8 quantized, int32/int64/bool results) identical element by element;
-* float tensors within ``max(rtol, what LiteRT's default kernels deviate) * the tensor's largest magnitude``.
+* float tensors within ``rtol`` of the tensor's largest magnitude or — where that fails — within
+  what LiteRT's own default kernels (``litert``: optimized kernels, XNNPACK) deviate from the
+  reference kernels on that tensor (the issue's ``max(1e-5, LiteRT's deviation)``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: 
         feeds = feeds_for(info, seed)
         mine = interp.trace(feeds)
         theirs = execute(info.path, dict(feeds), Job(backend=other, outputs=names)).outputs
+        default: dict[str, np.ndarray] | None = None  # LiteRT's default kernels, run when needed
         for node in interp.graph:
             for v in node.outputs:
                 assert v.name in theirs, f"{info.name}: LiteRT has no tensor {v.name!r}"
@@ -69,8 +72,13 @@ def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: 
                     np.testing.assert_array_equal(np.isfinite(a), finite, err_msg=where)
                     np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=where)
                     scale = float(np.abs(b[finite]).max()) if finite.any() else 0.0
-                    np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=rtol * max(scale, 1e-30),
-                                               err_msg=where)
+                    bound = rtol * max(scale, 1e-30)
+                    if finite.any() and float(np.abs(a[finite] - b[finite]).max()) > bound:
+                        if default is None:
+                            default = execute(info.path, dict(feeds), Job(backend="litert", outputs=names)).outputs
+                        theirs_default = np.asarray(default[v.name], np.float64)[finite]
+                        bound = max(bound, float(np.abs(theirs_default - b[finite]).max()))
+                    np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=bound, err_msg=where)
                 else:
                     if not np.array_equal(a, b):
                         diff = np.abs(a.astype(np.int64) - b.astype(np.int64))
