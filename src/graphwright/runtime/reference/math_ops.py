@@ -1,7 +1,576 @@
-"""Element-wise math beyond the basic arithmetic: unary functions (EXP, LOG, SQRT, RSQRT, SQUARE, ABS,
-NEG, SIN, COS, FLOOR, CEIL, ROUND, SIGN), binary ones (DIV, FLOOR_DIV, FLOOR_MOD, POW, MAXIMUM, MINIMUM,
-SQUARED_DIFFERENCE), comparisons, LOGICAL_*, SELECT/SELECT_V2, CAST and the parametric activations
-(PRELU, LEAKY_RELU, ELU, GELU) — float and integer, as TFLite's reference kernels.
+"""Unary math and parametric activations: EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIN, COS,
+FLOOR, CEIL, ROUND, SIGN, PRELU, LEAKY_RELU, ELU, GELU, LOG_SOFTMAX, L2_NORMALIZATION,
+LOCAL_RESPONSE_NORMALIZATION — float and integer, as LiteRT's reference kernels.
+
+Quantized, LiteRT computes most of them through tables built once from the quantization
+parameters with float32 arithmetic and the C library's float functions (``expf``, ``logf``,
+``erfcf``, ``tanhf``...), which this module calls too (:func:`_libm`), so the tables are the
+same bit for bit:
+
+* 8-bit (``LUTPopulate<int8_t>``): for each of the 256 inputs ``q``,
+  ``clamp(int(round(f(s_in·(q − zp_in)) · (1/s_out)) + zp_out))``, rounding half away from
+  zero (EXP, LOG, ELU, GELU);
+* int16 (``LUTPopulate<int16_t>``, symmetric): 513 samples of ``f`` over the input range,
+  each biased by half the error of linear interpolation at the midpoint of its step, then
+  ``y = lut[256 + (x >> 7)] + ((slope·(x & 127) + 64) >> 7)`` (EXP, LOG, RSQRT, GELU).
+
+The others requantize in fixed point: ABS, LEAKY_RELU and PRELU with one or two
+``MultiplyByQuantizedMultiplier`` multipliers (positive and negative side), int8 RSQRT and
+L2_NORMALIZATION through gemmlowp's Newton–Raphson inverse square root
+(:func:`_inv_sqrt_multiplier`), SQRT in float32 truncated toward zero.  NEG negates the
+stored integers (no requantization).  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, SIGN,
+LOG_SOFTMAX (float), LOCAL_RESPONSE_NORMALIZATION are float only in LiteRT.
+O(n) in the elements; tables O(256) or O(513) once per operator.
 """
 
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+from collections.abc import Callable
+from functools import cache
+
+import numpy as np
+
+from ._common import OpContext, kernel, type_range
+from .elementwise import _by_byte_table, _mbqm, _quants
+from .fixedpoint import (
+    INT32_MAX,
+    INT32_MIN,
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    rounding_divide_by_pot,
+    saturating_rounding_doubling_high_mul,
+)
+from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
+
+F32 = np.float32
+FloatFn = Callable[[np.ndarray], np.ndarray]
+
+
+# -- the C library's float functions ------------------------------------------------------------------
+
+@cache
+def _libm(name: str) -> FloatFn:
+    """The C library's float function ``name`` (``expf``...) over a float32 array, as LiteRT's
+    tables call it (numpy's own float32 functions may differ in the last bit)."""
+    path = ctypes.util.find_library("m")
+    fn = getattr(ctypes.CDLL(path), name) if path else None
+    if fn is None:  # no C library to call: the double result rounded to float32 (correctly rounded)
+        ufunc = {"expf": np.exp, "logf": np.log, "expm1f": np.expm1, "tanhf": np.tanh, "sqrtf": np.sqrt,
+                 "erfcf": np.vectorize(math.erfc, otypes=[np.float64])}[name]
+        return lambda v: np.asarray(ufunc(np.asarray(v, np.float64))).astype(F32)
+    fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+    return lambda v: np.array([fn(float(e)) for e in np.asarray(v, F32).reshape(-1)], F32).reshape(np.shape(v))
+
+
+def _round(v: np.ndarray) -> np.ndarray:
+    """C ``roundf``: halves away from zero, in float32."""
+    v = np.asarray(v, F32)
+    return (np.sign(v) * np.floor(np.abs(v) + F32(0.5))).astype(F32)
+
+
+def _exp(v: np.ndarray) -> np.ndarray:
+    return _libm("expf")(v)
+
+
+def _elu(v: np.ndarray) -> np.ndarray:
+    return np.where(v < 0, _libm("expm1f")(v), v).astype(F32)
+
+
+#: sqrt(2/pi) as LiteRT's constexpr float (M_2_SQRTPI·M_SQRT1_2 in double, then rounded)
+_SQRT_2_OVER_PI = F32((2.0 / math.sqrt(math.pi)) * math.sqrt(0.5))
+
+
+def _gelu_tanh(v: np.ndarray) -> np.ndarray:
+    """``0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³)))``, float32 left to right (GeluTransformApproximate)."""
+    v = np.asarray(v, F32)
+    cube = ((F32(0.044715) * v).astype(F32) * v).astype(F32) * v
+    inner = (_SQRT_2_OVER_PI * (v + cube.astype(F32)).astype(F32)).astype(F32)
+    return ((F32(0.5) * v).astype(F32) * (F32(1) + _libm("tanhf")(inner)).astype(F32)).astype(F32)
+
+
+def _gelu_erfc(v: np.ndarray) -> np.ndarray:
+    """``0.5·x·erfc(−x/√2)``, float32 (GeluTransform)."""
+    v = np.asarray(v, F32)
+    return ((F32(0.5) * v).astype(F32) * _libm("erfcf")((v * F32(-math.sqrt(0.5))).astype(F32))).astype(F32)
+
+
+# -- LiteRT's lookup tables ---------------------------------------------------------------------------
+
+def _lut8(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int, dtype: np.dtype) -> FloatFn:
+    """``LUTPopulate<int8_t/uint8_t>``: the 8-bit output of ``fn`` on the inputs ``q`` given (float32)."""
+    qmin, qmax = type_range(dtype)
+    inverse = F32(1) / F32(s_out)
+
+    def populate(q: np.ndarray) -> np.ndarray:
+        real = (F32(s_in) * (q.astype(np.int64) - zp_in).astype(F32)).astype(F32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scaled = _round((fn(real) * inverse).astype(F32)) + F32(zp_out)
+            quantized = scaled.astype(np.float64)
+            quantized = np.where(np.isfinite(quantized) & (np.abs(quantized) < 2**31), quantized, INT32_MIN)
+        return np.clip(np.trunc(quantized).astype(np.int64), qmin, qmax).astype(dtype)
+
+    return populate
+
+
+def _lut16_table(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int) -> np.ndarray:
+    """``LUTPopulate<int16_t>`` (float32 arithmetic): 512 samples of ``fn`` over the input range,
+    each less half its midpoint interpolation error, and the value at the range's end."""
+    s_in, s_out = F32(s_in), F32(s_out)
+    in_min, in_max = s_in * F32(-32768 - zp_in), s_in * F32(32767 - zp_in)
+    out_min, out_max = s_out * F32(-32768 - zp_out), s_out * F32(32767 - zp_out)
+    steps = 512
+    step = F32((in_max - in_min) / F32(steps))
+    half = F32(step / F32(2))
+    inverse = F32(F32(65536) / F32(out_max - out_min))
+    i = np.arange(steps, dtype=F32)
+    at = (in_min + (i * step).astype(F32)).astype(F32)
+    val = fn(at)
+    mid = fn((at + half).astype(F32))
+    nxt = fn((in_min + ((i + F32(1)) * step).astype(F32)).astype(F32))
+    sample = _round((val * inverse).astype(F32))
+    interp = _round(((nxt * inverse).astype(F32) + sample).astype(F32) / F32(2))
+    err = (interp - _round((mid * inverse).astype(F32))).astype(F32)
+    bias = _round(err / F32(2))
+    table = np.empty(steps + 1, np.int64)
+    table[:steps] = np.clip(sample - bias, -32768, 32767)
+    table[steps] = np.clip(_round((fn(np.array([in_max], F32)) * inverse).astype(F32))[0], -32768, 32767)
+    return table
+
+
+def _lut16_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``LUTLookup(int16)``: the table at the top 9 bits, interpolated on the low 7."""
+    v = x.astype(np.int64)
+    index = 256 + (v >> 7)
+    base = table[index]
+    delta = ((table[index + 1] - base) * (v & 0x7F) + 64) >> 7
+    return (base + delta).astype(np.int16)
+
+
+def _by_lut(ctx: OpContext, fn: FloatFn | Callable[[OpContext], FloatFn]) -> list[np.ndarray]:
+    """A quantized unary operator through LiteRT's table of ``fn`` (``fn(ctx)`` when the
+    function depends on the operator's parameters): 8-bit or int16."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    qi, qo = _quants(ctx, 0)
+    if dtype == np.int16:
+        table = ctx.cache.get("lut16")
+        if table is None:
+            f = fn(ctx) if getattr(fn, "needs_ctx", False) else fn  # type: ignore[call-arg]
+            table = ctx.cache["lut16"] = _lut16_table(f, qi.s, qi.zp, qo.s, qo.zp)  # type: ignore[arg-type]
+        return [_lut16_lookup(table, x)]
+    if dtype.itemsize != 1 or x.dtype != dtype:
+        raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
+
+    def make() -> FloatFn:
+        f = fn(ctx) if getattr(fn, "needs_ctx", False) else fn  # type: ignore[call-arg]
+        return _lut8(f, qi.s, qi.zp, qo.s, qo.zp, dtype)  # type: ignore[arg-type]
+
+    return [_by_byte_table(ctx, x, make)]
+
+
+def _needs_ctx(fn: Callable[[OpContext], FloatFn]) -> Callable[[OpContext], FloatFn]:
+    fn.needs_ctx = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_needs_ctx
+def _log_of(ctx: OpContext) -> FloatFn:
+    """LiteRT's LOG table function: ``log(x)``, and for ``x ≤ 0`` the output's lowest real."""
+    qo = _quants(ctx, 0)[1]
+    lowest = F32(F32(type_range(ctx.out_dtype())[0] - qo.zp) * F32(qo.s))
+    return lambda v: np.where(v <= 0, lowest, _libm("logf")(np.where(v > 0, v, F32(1)))).astype(F32)
+
+
+@_needs_ctx
+def _rsqrt_of(ctx: OpContext) -> FloatFn:
+    """LiteRT's int16 RSQRT table function: ``1/sqrt(x)``, and for ``x ≤ 0`` ``32767·s_out``."""
+    qo = _quants(ctx, 0)[1]
+    top = F32(F32(32767) * F32(qo.s))
+    return lambda v: np.where(v <= 0, top, F32(1) / np.sqrt(np.where(v > 0, v, F32(1)))).astype(F32)
+
+
+# -- float-only and plain integer operators ----------------------------------------------------------
+
+def _float_only(ctx: OpContext, fn: FloatFn, integer: FloatFn | None = None) -> list[np.ndarray]:
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        return [np.asarray(fn(x.astype(F32))).astype(dtype)]
+    if integer is not None and dtype.kind in "iu" and ctx.in_quant(0) is None:
+        return [np.asarray(integer(x)).astype(dtype)]
+    raise ctx.error(f"{dtype} is not implemented (LiteRT computes it in float32 only)")
+
+
+@kernel("SIN")
+def sin(ctx: OpContext) -> list[np.ndarray]:
+    return _float_only(ctx, np.sin)
+
+
+@kernel("COS")
+def cos(ctx: OpContext) -> list[np.ndarray]:
+    return _float_only(ctx, np.cos)
+
+
+@kernel("SQUARE")
+def square(ctx: OpContext) -> list[np.ndarray]:
+    return _float_only(ctx, np.square)
+
+
+@kernel("FLOOR")
+def floor(ctx: OpContext) -> list[np.ndarray]:
+    return _float_only(ctx, np.floor)
+
+
+@kernel("CEIL")
+def ceil(ctx: OpContext) -> list[np.ndarray]:
+    return _float_only(ctx, np.ceil)
+
+
+@kernel("ROUND")
+def round_(ctx: OpContext) -> list[np.ndarray]:
+    """Halves to even (banker's rounding), as TensorFlow's ``tf.round``."""
+    return _float_only(ctx, np.rint)
+
+
+@kernel("SIGN")
+def sign(ctx: OpContext) -> list[np.ndarray]:
+    """−1, 0 or 1 (NaN stays NaN); float32 and int32."""
+    return _float_only(ctx, np.sign, np.sign)
+
+
+@kernel("NEG", int16=True)
+def neg(ctx: OpContext) -> list[np.ndarray]:
+    """``−x`` on the stored values, whatever their type (integers wrap, zero points are not used)."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        return [np.negative(x).astype(dtype)]
+    return [np.negative(x.astype(np.int64)).astype(dtype)]
+
+
+@kernel("ABS", int16=True)
+def abs_(ctx: OpContext) -> list[np.ndarray]:
+    """Quantized: ``clamp(|x − zp_in| + zp_out)``, requantized by ``s_in/s_out`` when the scales differ."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        return [np.abs(x).astype(dtype)]
+    if ctx.in_quant(0) is None:  # int16/int32 without quantization
+        return [np.abs(x.astype(np.int64)).astype(dtype)]
+    qi, qo = _quants(ctx, 0)
+
+    def make() -> FloatFn:
+        same = F32(qi.s) == F32(qo.s)
+        real = float(F32(qi.s) / F32(qo.s))
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            mag = np.abs(v.astype(np.int64) - qi.zp)
+            y = mag if same else _mbqm(ctx, mag, real)
+            return np.clip(y + qo.zp, *type_range(dtype)).astype(dtype)
+
+        return fn
+
+    return [_by_byte_table(ctx, x, make)]
+
+
+@kernel("EXP", int16=True)
+def exp(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.x(0)
+    if x.dtype.kind == "f":
+        return [np.exp(x).astype(ctx.out_dtype())]
+    return _by_lut(ctx, _exp)
+
+
+@kernel("LOG", int16=True)
+def log(ctx: OpContext) -> list[np.ndarray]:
+    x = ctx.x(0)
+    if x.dtype.kind == "f":
+        return [np.log(x).astype(ctx.out_dtype())]
+    return _by_lut(ctx, _log_of)
+
+
+@kernel("ELU")
+def elu(ctx: OpContext) -> list[np.ndarray]:
+    """``expm1(x)`` below zero, ``x`` above; int8 through LiteRT's table."""
+    x = ctx.x(0)
+    if x.dtype.kind == "f":
+        return [np.where(x < 0, np.expm1(x), x).astype(ctx.out_dtype())]
+    if ctx.out_dtype() != np.int8:
+        raise ctx.error(f"{ctx.out_dtype()} is not implemented (LiteRT computes ELU in float32 and int8)")
+    return _by_lut(ctx, _elu)
+
+
+@kernel("GELU", int16=True)
+def gelu(ctx: OpContext) -> list[np.ndarray]:
+    """``approximate``: the tanh form; else ``0.5·x·erfc(−x/√2)``; quantized through LiteRT's table."""
+    x = ctx.x(0)
+    approximate = bool(ctx.attr("approximate", False))
+    if x.dtype.kind == "f":
+        v = x.astype(np.float64)
+        if approximate:
+            y = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
+        else:
+            y = 0.5 * v * np.vectorize(math.erfc, otypes=[np.float64])(-v * math.sqrt(0.5))
+        return [y.astype(ctx.out_dtype())]
+    return _by_lut(ctx, _gelu_tanh if approximate else _gelu_erfc)
+
+
+@kernel("SQRT", int16=True)
+def sqrt(ctx: OpContext) -> list[np.ndarray]:
+    """Quantized: ``int(sqrt(s_in·(x − zp_in)) / s_out) + zp_out`` in float32, truncated toward zero;
+    a negative input is an error, as in LiteRT."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        return [np.sqrt(x).astype(dtype)]
+    qi, qo = _quants(ctx, 0)
+    real = (F32(qi.s) * (x.astype(np.int64) - qi.zp).astype(F32)).astype(F32)
+    if np.any(real < 0):
+        raise ctx.error("its input has negative values (LiteRT: Sqrt is only defined for non-negative values)")
+    y = np.trunc((np.sqrt(real) / F32(qo.s)).astype(F32)).astype(np.int64) + qo.zp
+    return [np.clip(y, *type_range(dtype)).astype(dtype)]
+
+
+@kernel("RSQRT", int16=True)
+def rsqrt(ctx: OpContext) -> list[np.ndarray]:
+    """int8: gemmlowp's inverse square root of ``x − zp_in`` (Q20), rescaled by
+    ``1/(sqrt(s_in)·s_out)``; 0 gives the largest output; int16: LiteRT's table.
+    An input below its zero point is an error, as in LiteRT."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        return [(F32(1) / np.sqrt(x.astype(F32))).astype(dtype)]
+    qi, qo = _quants(ctx, 0)
+    if np.any(x.astype(np.int64) < qi.zp):
+        raise ctx.error("its input has values below its zero point (LiteRT: Rsqrt is only defined for positive "
+                        "values)")
+    if dtype == np.int16:
+        return _by_lut(ctx, _rsqrt_of)
+
+    def make() -> FloatFn:
+        m_out, s_out = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(qi.s)) * F32(qo.s))))
+        qmin, qmax = type_range(dtype)
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            value = v.astype(np.int64) - qi.zp
+            m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
+            q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
+            y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
+            return np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
+
+        return fn
+
+    return [_by_byte_table(ctx, x, make)]
+
+
+# -- gemmlowp fixed point ------------------------------------------------------------------------------
+
+def _saturating_shift_left(raw: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<exponent>`` for ``exponent > 0`` on int32 raws."""
+    return np.clip(raw * (1 << exponent), INT32_MIN, INT32_MAX)
+
+
+def _inv_sqrt_multiplier(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)``: ``(m, shift)`` with
+    ``1/sqrt(value) ≈ m·2^(shift−31)``, by five Newton–Raphson steps in Q3.28 (vectorised;
+    ``value ≤ 1`` gives ``(INT32_MAX, 0)``)."""
+    v = np.asarray(value, np.int64).copy()
+    shift = np.full(v.shape, 11, np.int64)
+    while np.any(big := v >= (1 << 29)):
+        v = np.where(big, v // 4, v)
+        shift += big
+    clz = 32 - np.where(v > 0, np.floor(np.log2(np.maximum(v, 1))).astype(np.int64) + 1, 0)
+    pairs = (clz - 1) // 2 - 1
+    shift -= pairs
+    v = v << (2 * np.maximum(pairs, 0))
+    x_in = v >> 1
+    half_in = rounding_divide_by_pot(x_in, 1)
+    x = np.full(v.shape, 1 << 28, np.int64)
+    srdhm = saturating_rounding_doubling_high_mul
+    for _ in range(5):
+        x3 = _saturating_shift_left(srdhm(srdhm(x, x), x), 6)
+        diff = srdhm(np.int64((1 << 28) + (1 << 27)), x) - srdhm(half_in, x3)
+        x = _saturating_shift_left(((diff + (1 << 31)) & 0xFFFFFFFF) - (1 << 31), 3)
+    x = srdhm(x, 1518500250)
+    left = np.maximum(-shift, 0)
+    x = x << left
+    shift = np.where(shift < 0, 0, shift)
+    small = np.asarray(value) <= 1
+    return np.where(small, INT32_MAX, x), np.where(small, 0, -shift)
+
+
+# -- parametric activations ---------------------------------------------------------------------------
+
+@kernel("LEAKY_RELU", int16=True)
+def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
+    """Quantized: ``x − zp_in`` times ``s_in/s_out`` (≥ 0) or ``s_in·alpha/s_out`` (< 0, its
+    multiplier's sign taken out first), plus ``zp_out``."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    alpha = F32(ctx.attr("alpha", 0.2))
+    if dtype.kind == "f":
+        xf = x.astype(F32)
+        return [np.where(xf > 0, xf, xf * alpha).astype(dtype)]
+    qi, qo = _quants(ctx, 0)
+
+    def make() -> FloatFn:
+        m_id, s_id = quantize_multiplier(float(F32(qi.s) / F32(qo.s)))
+        m_alpha, s_alpha = quantize_multiplier(float(F32(F32(qi.s) * alpha) / F32(qo.s)))
+
+        def fn(v: np.ndarray) -> np.ndarray:
+            d = v.astype(np.int64) - qi.zp
+            pos = multiply_by_quantized_multiplier(d, m_id, s_id, ctx.rounding)
+            neg_side = multiply_by_quantized_multiplier(d, abs(m_alpha), s_alpha, ctx.rounding)
+            y = np.where(d >= 0, pos, -neg_side if m_alpha < 0 else neg_side) + qo.zp
+            return np.clip(y, *type_range(dtype)).astype(dtype)
+
+        return fn
+
+    if dtype.itemsize == 1:
+        return [_by_byte_table(ctx, x, make)]
+    fn = ctx.cache.get("fn")
+    if fn is None:
+        fn = ctx.cache["fn"] = make()
+    return [fn(x)]
+
+
+@kernel("PRELU", int16=True)
+def prelu(ctx: OpContext) -> list[np.ndarray]:
+    """``x`` where ``x ≥ 0``, else ``x·alpha`` (alpha broadcast against x).  Quantized, two
+    multipliers: ``s_in/s_out`` on ``x − zp_in`` and ``s_in·s_alpha/s_out`` on
+    ``(x − zp_in)(alpha − zp_alpha)``, plus ``zp_out`` (int16 x with int8 alpha in 16x8)."""
+    x, alpha = ctx.x(0), ctx.x(1)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        xf = x.astype(F32)
+        return [np.where(xf >= 0, xf, xf * alpha.astype(F32)).astype(dtype)]
+    qi, qa, qo = _quants(ctx, 0, 1)
+    params = ctx.cache.get("prelu")
+    if params is None:
+        s_in, s_alpha, s_out = F32(qi.s), F32(qa.s), F32(qo.s)
+        params = ctx.cache["prelu"] = (quantize_multiplier(float(s_in / s_out)),
+                                       quantize_multiplier(float(F32(s_in * s_alpha) / s_out)))
+    (m1, s1), (m2, s2) = params
+    d = x.astype(np.int64) - qi.zp
+    pos = multiply_by_quantized_multiplier(np.maximum(d, 0), m1, s1, ctx.rounding)
+    neg_side = multiply_by_quantized_multiplier(np.minimum(d, 0) * (alpha.astype(np.int64) - qa.zp), m2, s2,
+                                                ctx.rounding)
+    y = np.where(d >= 0, pos, neg_side) + qo.zp
+    return [np.clip(y, *type_range(dtype)).astype(dtype)]
+
+
+# -- normalizations ------------------------------------------------------------------------------------
+
+@kernel("LOG_SOFTMAX")
+def log_softmax(ctx: OpContext) -> list[np.ndarray]:
+    """Over the last axis: ``x − max − log(Σ exp(x − max))`` (float)."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind != "f":
+        raise ctx.error(f"{dtype} is not implemented")
+    xf = x.astype(F32)
+    shifted = xf - xf.max(axis=-1, keepdims=True)
+    return [(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True, dtype=F32))).astype(dtype)]
+
+
+@kernel("L2_NORMALIZATION")
+def l2_normalization(ctx: OpContext) -> list[np.ndarray]:
+    """Over the last axis.  Float: ``x / max(sqrt(Σx²), 1e-6)``.  int8 (output scale 1/128,
+    zero point 0): ``MBQM(x − zp, m, shift + 7)`` with gemmlowp's inverse square root
+    ``(m, shift)`` of the row's ``Σ(x − zp)²``."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        xf = x.astype(F32)
+        norm = np.sqrt(np.cumsum(xf * xf, axis=-1, dtype=F32)[..., -1:])
+        return [(xf / np.maximum(norm, F32(1e-6))).astype(dtype)]
+    if dtype != np.int8:
+        raise ctx.error(f"{dtype} is not implemented")
+    qi = _quants(ctx, 0)[0]
+    d = x.astype(np.int64) - qi.zp
+    m, shift = _inv_sqrt_multiplier((d * d).sum(axis=-1, keepdims=True))
+    y = multiply_by_quantized_multiplier(d, m, shift + 7, ctx.rounding)
+    return [np.clip(y, -128, 127).astype(np.int8)]
+
+
+@kernel("LOCAL_RESPONSE_NORMALIZATION")
+def local_response_normalization(ctx: OpContext) -> list[np.ndarray]:
+    """Over the last axis, LiteRT's reference window ``[c − radius, c + radius)`` (the upper
+    end excluded): ``x·(bias + alpha·Σx²)^(−beta)`` (float only)."""
+    x = ctx.x(0)
+    dtype = ctx.out_dtype()
+    if dtype.kind != "f":
+        raise ctx.error(f"{dtype} is not implemented (LiteRT computes it in float32 only)")
+    radius = int(ctx.attr("radius", 5))
+    bias, alpha, beta = (F32(ctx.attr(name, default)) for name, default in
+                         (("bias", 1.0), ("alpha", 1.0), ("beta", 0.5)))
+    xf = x.astype(F32)
+    sq = xf * xf
+    depth = xf.shape[-1]
+    accum = np.zeros_like(xf)
+    for c in range(depth):
+        lo, hi = max(0, c - radius), min(depth, c + radius)
+        if hi > lo:
+            accum[..., c] = np.cumsum(sq[..., lo:hi], axis=-1, dtype=F32)[..., -1]
+    multiplier = np.power((bias + alpha * accum).astype(F32), -beta).astype(F32)
+    return [(xf * multiplier).astype(dtype)]
+
+
+# -- prepare checks ------------------------------------------------------------------------------------
+
+_UNARY = ("EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "ABS", "NEG", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "SIGN",
+          "LEAKY_RELU", "ELU", "GELU")
+
+
+@prepare_rule(*_UNARY, arity=(1, 1))
+def _unary(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    _same_int16_zero_points(op)
+    return [op.shape(0)]
+
+
+def _same_int16_zero_points(op: OpCheck) -> None:
+    """int16 quantized operators are symmetric in LiteRT: zero points must be 0."""
+    for role, value in (("input", op.node.inputs[0]), ("output", op.node.outputs[0])):
+        if value is not None and value.dtype is not None and value.dtype.value == "int16" and value.quant is not None \
+                and value.quant.zero_point.size and np.any(value.quant.zero_point != 0):
+            raise op.fail(f"int16 {role} {value.name!r} has zero point {int(value.quant.zero_point.reshape(-1)[0])}; "
+                          "the 16x8 kernels need 0")
+
+
+@prepare_rule("PRELU", arity=(2, 2))
+def _prelu(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    op.need(1, "alpha")
+    shape = broadcast_shape(op, 0, 1)
+    x = op.shape(0)
+    if shape is not None and x is not None and tuple(shape) != tuple(x):
+        raise op.fail(f"alpha of shape {list(op.shape(1) or [])} broadcasts the input {list(x)} to {list(shape)}; "
+                      "the output must keep the input's shape")
+    return [x]
+
+
+@prepare_rule("LOG_SOFTMAX", "L2_NORMALIZATION", arity=(1, 1))
+def _last_axis(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    x = op.shape(0)
+    if x is not None and not x:
+        raise op.fail("its input is a scalar; it normalizes over the last axis")
+    out = op.node.outputs[0]
+    if op.node.op == "L2_NORMALIZATION":
+        if op.int_attr("fused_activation_function", 0) != 0:
+            raise op.fail("it has a fused activation, which LiteRT's kernel does not apply")
+        if out.quant is not None and out.quant.scale.size and out.dtype is not None and out.dtype.value == "int8" \
+                and (float(out.quant.scale.reshape(-1)[0]) != 1 / 128 or int(out.quant.zero_point.reshape(-1)[0])):
+            raise op.fail("its int8 output is not quantized with scale 1/128 and zero point 0, as LiteRT requires")
+    return [x]
+
+
+@prepare_rule("LOCAL_RESPONSE_NORMALIZATION", arity=(1, 1))
+def _lrn(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    op.int_attr("radius", 5, 0)
+    return [op.rank(0, 4)]
