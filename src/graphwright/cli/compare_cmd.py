@@ -32,7 +32,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--isolate", action="store_true", help="run each runtime in a child process (survives crashes)")
     p.add_argument("--layers", action="store_true",
                    help="TFLite: compare every intermediate tensor of graphwright's reference interpreter "
-                        "(model A) with --backend-b (default litert-ref) and report the first layer that differs")
+                        "(model A) with --backend-b (default litert-ref; or litert, tflm) and report the first layer "
+                        "that differs")
     p.add_argument("--rounding", choices=("double", "single"), default="double",
                    help="--layers: the reference interpreter's requantization rounding (single = XNNPACK's)")
     p.add_argument("--jit", action="store_true",

@@ -1,10 +1,10 @@
 """``graphwright run MODEL``: run a model once and show, save or trace its tensors.
 
 Engines: ``reference`` (graphwright's numpy interpreter for TFLite), ``litert``,
-``litert-ref`` (LiteRT with its reference kernels), ``onnxruntime``,
-``tensorflow``; default by format.  Native runtimes run in a child process
-(``--no-isolate`` to run them here), so a crash on a hostile file is an error
-message.  ``--trace DIR`` saves every tensor of a TFLite model (one ``.npy``
+``litert-ref`` (LiteRT with its reference kernels), ``tflm`` (TensorFlow Lite
+Micro, the ``[tflm]`` extra), ``onnxruntime``, ``tensorflow``; default by
+format.  Native runtimes run in a child process (``--no-isolate`` to run them
+here), so a crash on a hostile file is an error message.  ``--trace DIR`` saves every tensor of a TFLite model (one ``.npy``
 each, plus ``trace.json``); ``--compare-with ENGINE`` runs the reference
 interpreter and ``ENGINE`` layer by layer and reports the first layer that
 differs (exit 1 if one does).
@@ -32,8 +32,8 @@ from ..runtime.execute import Job, execute
 from ..verify import load_feeds
 from ._console import stdout
 
-ENGINES = ("reference", "litert", "litert-ref", "onnxruntime", "tensorflow")
-NATIVE = frozenset({"litert", "litert-ref", "onnxruntime", "tensorflow"})
+ENGINES = ("reference", "litert", "litert-ref", "tflm", "onnxruntime", "tensorflow")
+NATIVE = frozenset({"litert", "litert-ref", "tflm", "onnxruntime", "tensorflow"})
 
 
 def add_parser(sub: Any) -> None:
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--jit", action="store_true",
                    help="reference engine: compiled loops (needs numba, the [fast] extra); they load in ~0.7 s, "
                         "so they pay for large models or traces, not for one small run")
-    p.add_argument("--compare-with", dest="compare_with", choices=("litert", "litert-ref"),
+    p.add_argument("--compare-with", dest="compare_with", choices=("litert", "litert-ref", "tflm"),
                    help="compare the reference interpreter with this engine layer by layer")
     p.add_argument("--tolerance", type=float, default=0.0,
                    help="--compare-with: largest difference still counted as equal (default 0)")
