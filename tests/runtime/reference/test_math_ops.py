@@ -1,0 +1,82 @@
+"""Unary math and parametric activations (corpus ``tflite_math``, made by the real converter)
+against LiteRT: every operator output identical (integers) or within 1e-5 (floats) of
+LiteRT's reference kernels — or of its default kernels for ELU, CEIL and ROUND, which the
+reference resolver (BUILTIN_REF) does not register."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphwright.runtime.reference import Interpreter
+from tests.models import get_model
+
+from ._oracle import assert_matches_reference
+
+pytestmark = pytest.mark.slow
+
+FAMILY = "tflite_math"
+_UNARY_FLOAT = ("EXP", "LOG", "SQRT", "RSQRT", "ABS", "SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "LEAKY_RELU",
+                "GELU", "LOG_SOFTMAX", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION")
+#: model -> {operator: dtype of its output} that the model must contain: the corpus cannot
+#: silently lose an operator, nor have the converter stop quantizing one
+EXPECTED: dict[str, dict[str, str]] = {
+    "unary_float": dict.fromkeys(_UNARY_FLOAT, "float32"),
+    "unary_int8": {
+        **dict.fromkeys(("EXP", "LOG", "SQRT", "RSQRT", "ABS", "LEAKY_RELU", "GELU", "LOG_SOFTMAX",
+                         "L2_NORMALIZATION"), "int8"),
+        # the converter leaves these float between DEQUANTIZE and QUANTIZE
+        **dict.fromkeys(("SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "LOCAL_RESPONSE_NORMALIZATION"), "float32"),
+    },
+    "unary_int16x8": dict.fromkeys(("EXP", "LOG", "RSQRT", "ABS", "LEAKY_RELU", "GELU"), "int16"),
+    "extra_float": dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"),
+    "extra_int8": dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"),
+    "prelu_float": {"PRELU": "float32"},
+    "prelu_int8": {"PRELU": "int8"},
+}
+#: models whose operators BUILTIN_REF does not register: checked against LiteRT's default kernels
+NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8")
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_model_contains_its_operators(name: str) -> None:
+    info = get_model(FAMILY, name)
+    histogram = info.metadata["op_histogram"]
+    outputs: dict[str, set[str]] = {}
+    for node in Interpreter(info.path).graph:
+        outputs.setdefault(node.op, set()).add(str(np.dtype(node.outputs[0].dtype.numpy)))
+    for op, dtype in EXPECTED[name].items():
+        assert op in histogram, f"{name}: the converter no longer emits {op}"
+        assert dtype in outputs[op], f"{name}: {op} computes {sorted(outputs[op])}, not {dtype}"
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_every_tensor_matches_litert(name: str) -> None:
+    info = get_model(FAMILY, name)
+    other = "litert" if name in NOT_IN_REFERENCE_RESOLVER else "litert-ref"
+    assert assert_matches_reference(info, other=other) >= 6 * len(EXPECTED[name])
+
+
+@pytest.mark.parametrize("name", ["unary_int8", "unary_int16x8", "prelu_int8"])
+def test_numpy_path_matches_litert(name: str) -> None:
+    """Without the compiled table lookups: the same integers."""
+    assert_matches_reference(get_model(FAMILY, name), seeds=range(3), jit=False)
+
+
+def test_gelu_both_forms_present() -> None:
+    """The corpus holds the tanh approximation and the exact (erfc) GELU, in every mode."""
+    for name in ("unary_float", "unary_int8", "unary_int16x8"):
+        forms = {bool(node.attr("approximate", False)) for node in Interpreter(get_model(FAMILY, name).path).graph
+                 if node.op == "GELU"}
+        assert forms == {True, False}, name
+
+
+def test_prelu_alpha_per_channel_and_full() -> None:
+    """PRELU with an alpha broadcast over the spatial axes and with a full alpha tensor,
+    some alphas negative."""
+    graph = Interpreter(get_model(FAMILY, "prelu_int8").path).graph
+    alphas = [node.inputs[1] for node in graph if node.op == "PRELU"]
+    shapes = sorted(tuple(a.const.shape) for a in alphas if a is not None and a.const is not None)
+    assert shapes == [(1, 1, 3), (4, 6, 3)]
+    real = [(a.const.numpy().astype(np.int64) - a.quant.zero_point.reshape(-1)[0]) for a in alphas]
+    assert any((r < 0).any() for r in real) and any((r > 0).any() for r in real)
