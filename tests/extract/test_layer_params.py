@@ -1,0 +1,271 @@
+"""extract's layer parameters are enough to compute each quantized layer with integers only:
+every layer of the converter-made int8 models (tests/models tflite_ops) is recomputed here
+from the manifest's numbers and LiteRT's input tensors alone — integer-only numpy, written
+from the reference kernels' formulas, not graphwright's — and must equal the output of
+LiteRT's reference kernels (``litert-ref``) bit for bit, on several inputs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import graphwright as gw
+from graphwright.extract import extract
+from graphwright.extract.manifest import role_of
+from graphwright.ir import Node, Value
+from graphwright.runtime.execute import Job, execute
+from tests.models import get_model
+from tests.runtime.reference._oracle import feeds_for
+
+pytestmark = pytest.mark.slow
+
+#: (family, model, the operators each must have recomputed)
+MODELS = [
+    ("tflite_ops", "convs_int8", {"ADD", "SUB", "MUL", "AVERAGE_POOL_2D", "MEAN", "SOFTMAX", "CONCATENATION",
+                                  "FULLY_CONNECTED"}),
+    ("tflite_ops", "acts_int8", {"LOGISTIC", "TANH", "HARD_SWISH", "QUANTIZE", "DEQUANTIZE", "ADD", "SUB",
+                                 "CONCATENATION"}),
+    ("tflite_ops", "misc_int8", {"RELU", "RELU6", "MEAN", "AVERAGE_POOL_2D", "MUL", "ADD", "CONCATENATION"}),
+    ("tflite_math", "prelu_int8", {"PRELU"}),
+    ("tflite_math", "unary_int8", {"LEAKY_RELU", "SUB", "MUL", "QUANTIZE"}),
+    ("tflite_math", "unary_int16x8", {"LEAKY_RELU"}),
+    ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE"}),
+]
+Layer = dict[str, Any]
+
+
+# -- the integer arithmetic a target implements (gemmlowp / TFLite reference formulas) ---------------
+
+def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
+    """SaturatingRoundingDoublingHighMul on int32 values held in int64."""
+    ab = a.astype(np.int64) * np.int64(b)
+    v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
+    return np.where(v >= 0, v >> 31, -((-v) >> 31))  # C division truncates
+
+
+def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """RoundingDivideByPOT: shift right rounding half away from zero."""
+    mask = (1 << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def _mbqm(x: np.ndarray, m: int, shift: int) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier with the reference kernels' two roundings."""
+    return _rdbpot(_srdhm(np.asarray(x, np.int64) * (1 << max(shift, 0)), m), max(-shift, 0))
+
+
+def _clamp(y: np.ndarray, p: Layer, dtype: np.dtype) -> np.ndarray:
+    return np.clip(y, p["activation_min"], p["activation_max"]).astype(dtype)
+
+
+def _add_sub(p: Layer, x: list[np.ndarray], out: np.ndarray, sign: int) -> np.ndarray:
+    a = [_mbqm((x[i].astype(np.int64) - p[f"input{i + 1}_zero_point"]) << p["left_shift"],
+               p[f"input{i + 1}_multiplier"], p[f"input{i + 1}_shift"]) for i in range(2)]
+    return _clamp(_mbqm(a[0] + sign * a[1], p["output_multiplier"], p["output_shift"]) + p["output_zero_point"],
+                  p, out.dtype)
+
+
+def _mul(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    prod = (x[0].astype(np.int64) - p["input1_zero_point"]) * (x[1].astype(np.int64) - p["input2_zero_point"])
+    return _clamp(_mbqm(prod, p["output_multiplier"], p["output_shift"]) + p["output_zero_point"], p, out.dtype)
+
+
+def _table(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    table = np.asarray(p["table"], np.int64)
+    return table[x[0].astype(np.int64) - np.iinfo(x[0].dtype).min].astype(out.dtype)
+
+
+def _rescale(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    y = _mbqm(x[0].astype(np.int64) - p["input_zero_point"], p["multiplier"], p["shift"]) + p["output_zero_point"]
+    return _clamp(y, p, out.dtype)
+
+
+def _quantize(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    if x[0].dtype.kind == "f":  # AffineQuantize: round(x / scale) in float32, half away from zero
+        v = (x[0].astype(np.float32) / np.float32(p["scale"])).astype(np.float32)
+        rounded = np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
+        return _clamp(rounded.astype(np.int64) + p["output_zero_point"], p, out.dtype)
+    return _rescale(p, x, out)
+
+
+def _dequantize(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    scale, zp = np.float32(p["scale"][0]), p["input_zero_point"][0]
+    return (scale * (x[0].astype(np.int32) - zp).astype(np.float32)).astype(out.dtype)
+
+
+def _average_pool(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    (kh, kw), (sh, sw) = p["filter"], p["strides"]
+    _, h, w, _ = x[0].shape
+    _, oh, ow, _ = out.shape
+    top = max((oh - 1) * sh + kh - h, 0) // 2 if p["padding"] == "SAME" else 0
+    left = max((ow - 1) * sw + kw - w, 0) // 2 if p["padding"] == "SAME" else 0
+    y = np.zeros(out.shape, np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            r0, c0 = max(i * sh - top, 0), max(j * sw - left, 0)
+            r1, c1 = min(i * sh - top + kh, h), min(j * sw - left + kw, w)
+            total = x[0][:, r0:r1, c0:c1, :].astype(np.int64).sum(axis=(1, 2))
+            count = (r1 - r0) * (c1 - c0)
+            num = np.where(total > 0, total + count // 2, total - count // 2)
+            y[:, i, j, :] = np.sign(num) * (np.abs(num) // count)
+    return _clamp(y, p, out.dtype)
+
+
+def _mean(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    total = x[0].astype(np.int64).sum(axis=tuple(p["axes"]))
+    n = p["reduced_count"]
+    if p["same_quantization"]:
+        y = np.sign(total) * (np.abs(total) // n)
+    else:
+        y = _mbqm(total - p["input_zero_point"] * n, p["multiplier"], p["shift"]) + p["output_zero_point"]
+    return _clamp(y, p, out.dtype).reshape(out.shape)
+
+
+def _softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    table = np.asarray(p["exp_table"], np.float32)
+    xi = x[0].astype(np.int64)
+    e = table[xi.max(axis=-1, keepdims=True) - xi]
+    total = np.zeros(e.shape[:-1] + (1,), np.float32)
+    for k in range(e.shape[-1]):  # float32, in order
+        total = (total + e[..., k:k + 1]).astype(np.float32)
+    prob = (e * (np.float32(1) / (total * np.float32(p["output_scale"])))).astype(np.float32)
+    q = np.sign(prob) * np.floor(np.abs(prob) + np.float32(0.5))
+    return np.clip(q.astype(np.int64) + p["output_zero_point"], -128, 127).astype(out.dtype)
+
+
+def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    assert p["same_quantization"]
+    return np.concatenate(x, axis=p["axis"])
+
+
+def _fully_connected(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    w = x[1].astype(np.int64)
+    acc = (x[0].astype(np.int64).reshape(-1, w.shape[1]) - p["input_zero_point"]) @ w.T
+    if len(x) > 2:
+        acc = acc + x[2].astype(np.int64)
+    y = np.stack([_mbqm(acc[:, c], p["multiplier"][c], p["shift"][c]) for c in range(w.shape[0])], axis=-1)
+    return _clamp(y + p["output_zero_point"], p, out.dtype).reshape(out.shape)
+
+
+def _leaky_relu(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    v = x[0].astype(np.int64) - p["input_zero_point"]
+    y = np.where(v >= 0, _mbqm(v, p["identity_multiplier"], p["identity_shift"]),
+                 _mbqm(v, p["alpha_multiplier"], p["alpha_shift"]))
+    return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
+def _prelu(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    v = x[0].astype(np.int64) - p["input_zero_point"]
+    alpha = x[1].astype(np.int64) - p["alpha_zero_point"]
+    y = np.where(v >= 0, _mbqm(v, p["identity_multiplier"], p["identity_shift"]),
+                 _mbqm(v * alpha, p["alpha_multiplier"], p["alpha_shift"]))
+    return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
+def _hard_swish(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """LiteRT's 8-bit HardSwish from its 16-bit fixed-point multipliers alone."""
+    def srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+        ab = a * b
+        v = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+        return np.where((a == -32768) & (b == -32768), 32767, np.where(v >= 0, v >> 15, -((-v) >> 15)))
+
+    v = (x[0].astype(np.int64) - p["input_zero_point"]) * 128
+    pre_out = srdhm16(v, p["output_multiplier_fixedpoint_int16"])
+    e_rel, r = p["reluish_multiplier_exponent"], v
+    if e_rel > 0:
+        r = np.clip(r * (1 << (e_rel - 1)), -32768, 32767)
+    r = srdhm16(r, p["reluish_multiplier_fixedpoint_int16"])
+    if e_rel > 0:
+        r = np.clip(r * 2, -32768, 32767)
+    elif e_rel < 0:
+        r = _rdbpot(r, -e_rel)
+    r = (r + (1 << 15)) >> 1
+    prod = r * pre_out  # SaturatingDoublingHighMul: no rounding nudge
+    pre = np.where((r == -32768) & (pre_out == -32768), 32767, np.where(prod >= 0, prod >> 15, -((-prod) >> 15)))
+    y = _rdbpot(pre, -p["output_multiplier_exponent"]) + p["output_zero_point"]
+    return np.clip(y, -128, 127).astype(out.dtype)
+
+
+IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.ndarray]] = {
+    "ADD": lambda p, x, out: _add_sub(p, x, out, 1), "SUB": lambda p, x, out: _add_sub(p, x, out, -1),
+    "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
+    "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": _average_pool, "MEAN": _mean,
+    "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
+    "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu,
+}
+#: also recomputed from the table the manifest gives for them
+TABLES = ("RELU", "RELU6", "QUANTIZE", "HARD_SWISH")
+
+
+def _inputs(folder: Path, doc: dict[str, Any], op: dict[str, Any], tensors: dict[str, np.ndarray]) -> list[np.ndarray]:
+    files = {c["name"]: c["file"] for c in doc["constants"]}
+    return [tensors[n] if n in tensors else np.load(folder / files[n]) for n in op["inputs"] if n is not None]
+
+
+@pytest.mark.parametrize(("family", "name", "expected_ops"), MODELS, ids=[m[1] for m in MODELS])
+def test_layers_recomputed_from_extracted_integers_match_litert(family: str, name: str, expected_ops: set[str],
+                                                                tmp_path: Path) -> None:
+    info = get_model(family, name)
+    extract(info.path, tmp_path / "out")
+    doc = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    constants = {c["name"] for c in doc["constants"]}
+    wanted = [n for op in doc["operators"] for n in op["inputs"] + op["outputs"] if n and n not in constants]
+    checked: set[str] = set()
+    for seed in range(4):
+        feeds = feeds_for(info, seed)
+        tensors = execute(info.path, dict(feeds), Job(backend="litert-ref", outputs=sorted(set(wanted)))).outputs
+        for layer in doc["layers"]:
+            op = doc["operators"][layer["operator_index"]]
+            implement = IMPLEMENTATIONS.get(layer["op"])
+            if implement is None:
+                continue
+            x = _inputs(tmp_path / "out", doc, op, tensors)
+            expected = np.asarray(tensors[op["outputs"][0]])
+            where = f"{name} seed {seed}: {layer['op']} {op['name']!r}"
+            got = implement(layer, x, expected)
+            if expected.dtype.kind == "f":
+                np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=where)
+            else:
+                np.testing.assert_array_equal(got, expected, err_msg=where)
+            if layer["op"] in TABLES and layer.get("table") is not None and x[0].dtype.kind in "iu":
+                np.testing.assert_array_equal(_table(layer, x, expected), expected, err_msg=f"{where} (table)")
+            checked.add(layer["op"])
+    assert expected_ops <= checked, expected_ops - checked
+
+
+def _lstm_node() -> Node:
+    values = [Value(f"t{i}") for i in range(24)]
+    return Node("UNIDIRECTIONAL_SEQUENCE_LSTM", values, dialect="tflite", outputs=[Value("y")])
+
+
+def test_lstm_inputs_have_their_roles() -> None:
+    node = _lstm_node()
+    roles = [role_of(node, i) for i in range(24)]
+    assert roles[0] == "input"
+    assert roles[1:5] == ["input_to_input_weights", "input_to_forget_weights", "input_to_cell_weights",
+                          "input_to_output_weights"]
+    assert roles[5] == "recurrent_to_input_weights" and roles[8] == "recurrent_to_output_weights"
+    assert roles[9:12] == ["cell_to_input_weights", "cell_to_forget_weights", "cell_to_output_weights"]
+    assert roles[12:16] == ["input_gate_bias", "forget_gate_bias", "cell_gate_bias", "output_gate_bias"]
+    assert roles[16:18] == ["projection_weights", "projection_bias"]
+    assert roles[20] == "input_layer_norm_coefficients" and roles[23] == "output_layer_norm_coefficients"
+
+
+def test_extract_names_the_weights_of_a_converter_lstm(tmp_path: Path) -> None:
+    """The converter's fused LSTM (tf-keras): every constant it reads has its gate role, none is 'input'."""
+    info = get_model("tflite_sequence", "lstm_int8")
+    manifest = extract(info.path, tmp_path / "out")
+    uses = [u for c in manifest.constants for u in c.uses if u["op"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
+    roles = {u["role"] for u in uses}
+    assert uses and "input" not in roles
+    assert {"input_to_forget_weights", "recurrent_to_cell_weights", "forget_gate_bias"} <= roles
+    graph = gw.load(info.path).graph
+    lstm = next(n for n in graph if n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert all(role_of(lstm, i) == u for i, u in ((2, "input_to_forget_weights"), (6, "recurrent_to_forget_weights")))
