@@ -47,6 +47,7 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     elementwise,
     index_ops,
     math_ops,
+    matmul,
     pool,
     reduce_ops,
     sequence,
@@ -309,7 +310,11 @@ def _sources(node: Node, fed: set[Value]) -> list[tuple[Value | None, np.ndarray
 
 
 def _read(value: Value) -> np.ndarray:
-    """A tensor no operator of this run has set: its buffer from the file, else an error."""
+    """A tensor no operator of this run has set: its buffer from the file (an empty tensor
+    has none, e.g. RESHAPE's shape ``[]`` to a scalar), else an error."""
     if value.const is not None:
         return value.const.numpy()
+    shape = static_input_shape(value)
+    if shape is not None and 0 in shape and value.dtype is not None and value.dtype.numpy is not None:
+        return np.empty(shape, value.dtype.numpy)
     raise VerificationError(f"tensor {value.name!r} is read before any operator writes it")

@@ -1,0 +1,68 @@
+"""Control flow and resource variables, as the converter emits them.
+
+Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
+
+Models (each ``<model>_<mode>``):
+
+* ``keras_rnn``: Keras 3 LSTM (returning its sequence) then GRU — each a WHILE loop whose
+  condition subgraph compares counters (LESS, LOGICAL_AND) and whose body runs one time step
+  (FULLY_CONNECTED, GATHER, SPLIT, LOGISTIC, TANH, SLICE, CONCATENATION...);
+* ``stateful``: a ``tf.Module`` with a variable: CALL_ONCE (its initializer subgraph assigns
+  the variable), VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, and an IF on a boolean input
+  of shape [1] (``tf.cond`` on it reshaped to a scalar) with a subgraph per branch.  The variable keeps its value from run to run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from ._info import ModelInfo
+from ._tflite_common import SEED, Spec, build_converted, info_of
+
+BUILDER_VERSION = 2
+
+NAMES = ("keras_rnn_float", "stateful_float")
+
+BATCH, STEPS, FEATURES = 2, 4, 3
+
+
+def _keras_rnn() -> tuple[Any, list[Spec]]:
+    import keras
+
+    inp = keras.Input((STEPS, FEATURES), batch_size=BATCH)
+    x = keras.layers.LSTM(5, return_sequences=True)(inp)
+    x = keras.layers.GRU(4)(x)
+    return keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
+
+
+class _Stateful(tf.Module):
+    """``v = v / 2 + branch(x)``, returning ``v + branch(x)``; the branch picked by ``flag``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.v = tf.Variable(tf.fill((BATCH, FEATURES), 0.25))
+
+    @tf.function(input_signature=[tf.TensorSpec((BATCH, FEATURES), tf.float32, name="x"),
+                                  tf.TensorSpec((1,), tf.bool, name="flag")])
+    def __call__(self, x: tf.Tensor, flag: tf.Tensor) -> tf.Tensor:
+        y = tf.cond(tf.reshape(flag, ()), lambda: x * 2.0 + 1.0, lambda: x - 3.0)
+        self.v.assign(self.v * 0.5 + y)
+        return self.v.read_value() + y
+
+
+def _stateful(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    tf.keras.utils.set_random_seed(SEED)
+    module = _Stateful()
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([module.__call__.get_concrete_function()], module)
+    model_path.write_bytes(converter.convert())
+    return info_of("tflite_control", name, model_path, reference_path,
+                   [Spec((BATCH, FEATURES)), Spec((1,), "bool")])
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "stateful_float":
+        return _stateful(name, model_path, reference_path)
+    return build_converted("tflite_control", name, _keras_rnn, model_path, reference_path)

@@ -1,0 +1,43 @@
+"""The fused recurrent operators, as the converter emits them from ``tf_keras`` layers (Keras 3's
+recurrent layers become WHILE loops instead: see ``build_tflite_control.py``).
+
+Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
+
+Models (each ``<model>_<mode>``):
+
+* ``lstm``: two stacked ``tf_keras.layers.LSTM`` (the first returning its sequence, the
+  second only its last step, batch 2, 4 time steps) -> two UNIDIRECTIONAL_SEQUENCE_LSTM,
+  the second read by STRIDED_SLICE; in int8 the full-integer LSTM (int8 activations, int16
+  cell state).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ._info import ModelInfo
+from ._tflite_common import Spec, build_converted
+
+BUILDER_VERSION = 1
+
+NAMES = ("lstm_float", "lstm_int8")
+
+BATCH, STEPS, FEATURES = 2, 4, 3
+
+
+def _lstm() -> tuple[Any, list[Spec]]:
+    import tf_keras
+
+    inp = tf_keras.Input((STEPS, FEATURES), batch_size=BATCH)
+    x = tf_keras.layers.LSTM(5, return_sequences=True)(inp)
+    x = tf_keras.layers.LSTM(4)(x)
+    return tf_keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
+
+
+_MAKERS = {"lstm": _lstm}
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    model = name.rsplit("_", 1)[0]
+    return build_converted("tflite_sequence", name, _MAKERS[model], model_path, reference_path)
