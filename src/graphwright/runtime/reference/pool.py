@@ -59,7 +59,7 @@ def _pool_taps(ctx: OpContext, x: np.ndarray, fill: float) -> tuple[np.ndarray, 
     return taps, mask
 
 
-@kernel("AVERAGE_POOL_2D")
+@kernel("AVERAGE_POOL_2D", int16=True)
 def average_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
@@ -77,7 +77,7 @@ def average_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     return [clamp_cast(ctx, avg, dtype)]
 
 
-@kernel("MAX_POOL_2D")
+@kernel("MAX_POOL_2D", int16=True)
 def max_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
@@ -89,7 +89,7 @@ def max_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     return [clamp_cast(ctx, y.astype(np.int64), dtype)]
 
 
-@kernel("MEAN")
+@kernel("MEAN", int16=True)
 def mean(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     axes = sorted({a % x.ndim for a in ints(ctx.x(1))}) if x.ndim else []

@@ -1,0 +1,79 @@
+"""Reductions, selections and pooling (reduce_ops.py, pool.py) against LiteRT's reference
+kernels on the ``tflite_reduce`` corpus: float32, int8, 16x8, int32/int64/bool.
+
+Quantized SUM is checked against TensorFlow Lite Micro instead: LiteRT's ``BUILTIN_REF`` SUM
+reads int8/int16 tensors as uint8 bytes (its default kernels round in float, within 1 LSB;
+TFLite Micro computes the reference kernel's integer formula, bit for bit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphwright.errors import VerificationError
+from graphwright.formats import load
+from graphwright.ir import Tensor
+from graphwright.runtime.reference import Interpreter
+from tests.models import get_model
+
+from ._oracle import assert_matches_reference, feeds_for
+
+pytestmark = pytest.mark.slow
+
+FAMILY = "tflite_reduce"
+#: model -> the operators it must hold (the converter's output is checked, not assumed)
+OPS = {
+    "reduce_float": {"SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "ARG_MAX", "ARG_MIN", "TOPK_V2",
+                     "AVERAGE_POOL_2D", "MAX_POOL_2D"},
+    "reduce_int8": {"REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "ARG_MAX", "ARG_MIN", "TOPK_V2",
+                    "AVERAGE_POOL_2D", "MAX_POOL_2D"},
+    "reduce_int16x8": {"REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D"},
+    "sums_int8": {"SUM"},
+    "sums_int16x8": {"SUM"},
+    "ints_float": {"SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "ARG_MAX",
+                   "ARG_MIN", "TOPK_V2", "CUMSUM"},
+    "cumsum_float": {"CUMSUM"},
+}
+#: the oracle per model: LiteRT's reference kernels, but TFLite Micro for quantized SUM (see above)
+ORACLE = {"sums_int8": "tflm", "sums_int16x8": "tflm"}
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_every_operator_output_matches_the_oracle(name: str) -> None:
+    info = get_model(FAMILY, name)
+    ops = {node.op for node in load(info.path).graph}
+    assert OPS[name] <= ops, f"{name}: the converter made {sorted(ops)}, missing {sorted(OPS[name] - ops)}"
+    assert assert_matches_reference(info, other=ORACLE.get(name, "litert-ref")) > 0
+
+
+def test_quantized_types_are_what_the_modes_promise() -> None:
+    """The int8 and 16x8 models really run quantized reductions (not float islands)."""
+    for name, dtype in (("reduce_int8", "int8"), ("reduce_int16x8", "int16"), ("sums_int16x8", "int16")):
+        graph = load(get_model(FAMILY, name).path).graph
+        for node in graph:
+            if node.op in OPS[name]:
+                assert node.outputs[0].dtype.value in (dtype, "int32", "int64"), (name, node.op)
+
+
+def test_ties_pick_the_first_index() -> None:
+    """All-equal inputs (seed 0: every input at its minimum): ARG_MAX/ARG_MIN give 0, TOPK_V2 0..k-1."""
+    info = get_model(FAMILY, "ints_float")
+    interp = Interpreter(info.path)
+    traced = interp.trace(feeds_for(info, 0))
+    for node in interp.graph:
+        if node.op in ("ARG_MAX", "ARG_MIN"):
+            assert not traced[node.outputs[0].name].any()
+        if node.op == "TOPK_V2":
+            indices = traced[node.outputs[1].name]
+            assert (indices == np.arange(indices.shape[-1])).all()
+
+
+def test_axes_outside_the_input_are_refused_in_one_line() -> None:
+    model = load(get_model(FAMILY, "ints_float").path)
+    node = next(n for n in model.graph if n.op == "REDUCE_PROD" and n.inputs[1].const is not None)
+    axes = node.inputs[1]
+    axes.const = Tensor.from_numpy(np.array([7], np.int32), axes.const.dtype)
+    with pytest.raises(VerificationError, match=r"(axes|axis) \[7\] do(es)? not fit") as error:
+        Interpreter(model)
+    assert "\n" not in str(error.value)
