@@ -1,0 +1,57 @@
+"""The fused recurrent operators (UNIDIRECTIONAL_SEQUENCE_LSTM) against LiteRT's reference kernels:
+every operator output of the ``tflite_sequence`` corpus, and the recurrent state, which the
+operator keeps in variable tensors from one run to the next as LiteRT does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ai_edge_litert.interpreter import Interpreter as LiteRT
+from ai_edge_litert.interpreter import OpResolverType
+
+from graphwright.formats import load
+from graphwright.runtime.reference import Interpreter
+from tests.models import get_model
+from tests.models.build_tflite_sequence import NAMES
+
+from ._oracle import assert_matches_reference, feeds_for
+
+pytestmark = pytest.mark.slow
+
+INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_litert(name: str) -> None:
+    info = get_model("tflite_sequence", name)
+    missing = INTENDED[name.rsplit("_", 1)[0]] - {node.op for node in load(info.path).graph}
+    assert not missing, f"{name} lacks {sorted(missing)}"
+    for seed in range(6):  # a fresh interpreter per seed, as the oracle's LiteRT (zero states)
+        assert assert_matches_reference(info, seeds=range(seed, seed + 1)) > 0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_carries_over_runs_and_resets(name: str) -> None:
+    """Runs continue from the last run's output and cell states; reset_variables zeroes them,
+    as LiteRT's reset_all_variables."""
+    info = get_model("tflite_sequence", name)
+    mine = Interpreter(info.path)
+    theirs = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    theirs.allocate_tensors()
+    (detail,), output = theirs.get_input_details(), theirs.get_output_details()[0]["index"]
+    results = []
+    for seed in (2, 3, 3, "reset", 3):
+        if seed == "reset":
+            mine.reset_variables()
+            theirs.reset_all_variables()
+            continue
+        feeds = feeds_for(info, int(seed))
+        theirs.set_tensor(detail["index"], feeds[detail["name"]])
+        theirs.invoke()
+        expected, got = theirs.get_tensor(output), mine.run(feeds)[mine.outputs[0]]
+        if got.dtype.kind == "f":
+            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+        else:
+            np.testing.assert_array_equal(got, expected)
+        results.append(got)
+    assert not np.array_equal(results[1], results[2]), "the second run of the same input did not see the state"
