@@ -1,0 +1,155 @@
+"""The binary, comparison, logical, select and cast operators, and the 16x8 mode of the basic
+element-wise ones, made by the real TFLiteConverter (family ``tflite_binary``).
+
+Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
+
+Models (``<model>_<mode>``):
+
+* ``binary_<mode>`` (float / int8): MAXIMUM, MINIMUM, SELECT_V2 and (float) DIV on a
+  rank-5 input broadcast against a rank-5 input of other size-1 dimensions; FLOOR_DIV, FLOOR_MOD,
+  POW (float), SQUARED_DIFFERENCE, the six comparisons, LOGICAL_AND/OR/NOT (rank 4 against
+  rank 3, and scalar constants); SELECT (float) — both operands variable and one constant;
+* ``integers_float``: the same operators on int32 and int64 tensors (odd divisors, so never
+  zero; small exponents), and CAST between float32, int32, int64, bool, int16 and int8;
+* ``activations_int16x8``: ADD, SUB, MUL (broadcast and not), LOGISTIC, TANH, SOFTMAX, RELU,
+  RELU6, MAXIMUM, MINIMUM with int16 activations, QUANTIZE from float and DEQUANTIZE to float at
+  the edges (float inputs and outputs) — the converter has no 16x8 comparison, logical, select
+  or HARD_SWISH.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import tensorflow as tf
+
+from ._info import ModelInfo
+from ._tflite_common import Spec, build_converted
+
+BUILDER_VERSION = 1
+
+NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8")
+FAMILY = "tflite_binary"
+
+#: the operators each model must hold (the tests assert it, so a converter change cannot drop one silently)
+EXPECTED_OPS = {
+    "binary_float": ("DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
+                     "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT", "SELECT_V2", "CAST"),
+    "binary_int8": ("MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
+                    "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT_V2"),
+    "integers_float": ("DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
+                       "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "SELECT_V2",
+                       "CAST"),
+    "activations_int16x8": ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU", "RELU6", "QUANTIZE", "DEQUANTIZE",
+                            "MAXIMUM", "MINIMUM"),
+}
+
+#: a rank-5 pair whose size-1 dimensions differ (the converter keeps rank-5 broadcasting for MAXIMUM,
+#: MINIMUM, DIV, SUB and SELECT_V2 and inserts BROADCAST_TO for the others), a rank-3 and a rank-4 operand
+A5, B5, C3, E4 = (2, 1, 3, 1, 4), (1, 2, 1, 3, 1), (3, 1, 4), (2, 1, 3, 1)
+
+
+def _positive(x: tf.Tensor) -> tf.Tensor:
+    """|x| + 0.5 with operators of this corpus only (MAXIMUM, MUL, ADD): a divisor that is never zero."""
+    return tf.maximum(x, x * -1.0) + 0.5
+
+
+def _binary(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
+    specs = (Spec(A5), Spec(B5, low=-2.0, high=2.0), Spec(C3, low=-0.5, high=0.5), Spec(E4), Spec(E4, "bool"))
+
+    def make() -> tuple[Any, Sequence[Spec]]:
+        def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor, e: tf.Tensor, k: tf.Tensor) -> dict[str, tf.Tensor]:
+            out = {
+                "maximum": tf.maximum(a, b), "minimum_const": tf.minimum(a, 0.25), "minimum": tf.minimum(e, c),
+                "select_v2": tf.where(k, a, b * 2.0),  # three-way broadcast to rank 5
+            }
+            either = tf.logical_or(tf.logical_not(k), tf.logical_and(k, tf.less(e, 0.0)))
+            out["select_v2_const"] = tf.where(either, c, -0.75)
+            lt, le = tf.less(e, c), tf.less_equal(e, -0.5)
+            gt, ge = tf.greater(c, e), tf.greater_equal(c, 0.1)
+            both = tf.logical_and(lt, ge)
+            out["eq"] = tf.where(tf.equal(e, c), e, c)
+            out["logic"] = tf.where(tf.logical_or(tf.logical_not(gt), le), c, e)
+            out["ne_or"] = tf.where(tf.logical_or(tf.not_equal(e, c), both), e, c)
+            out["sqdiff"] = tf.math.squared_difference(e, c)
+            out["sqdiff_const"] = tf.math.squared_difference(c, 0.3)
+            if mode == "float":
+                divisor = _positive(c)
+                out["div"] = a / _positive(b)  # rank 5
+                out["div_const"] = tf.math.divide(2.0, divisor)
+                out["floordiv"] = tf.math.floordiv(e * 5.0, divisor)
+                out["floormod"] = tf.math.floormod(e * 5.0, divisor)
+                out["floormod_const"] = tf.math.floormod(c * 7.0, -0.7)
+                out["pow"] = tf.pow(divisor, e)
+                out["pow_const"] = tf.pow(divisor, 1.5)
+                out["cast"] = tf.cast(tf.cast(a * 10.0, tf.int32), tf.float32)
+                out["select"] = tf.compat.v1.where(tf.less(a, a * 0.5), a, a * 3.0)  # same shapes: SELECT
+            return out
+
+        return fn, specs
+
+    return make
+
+
+def _integers() -> tuple[Any, Sequence[Spec]]:
+    specs = (Spec((2, 3, 1, 4), "int32", -40, 40), Spec((1, 3, 5, 1), "int32", -5, 5), Spec(A5))
+
+    def fn(i: tf.Tensor, j: tf.Tensor, f: tf.Tensor) -> dict[str, tf.Tensor]:
+        odd = j * 2 + 1  # never zero, both signs
+        wide, wide_j = tf.cast(i, tf.int64), tf.cast(odd, tf.int64)
+        flags = tf.greater(i, j)
+        return {
+            "div": tf.raw_ops.Div(x=i, y=odd),
+            "floordiv": tf.math.floordiv(i, odd),
+            "floormod": tf.math.floormod(i, odd),
+            "floormod64": tf.math.floormod(wide, wide_j),
+            "floormod_const": tf.math.floormod(i, -3),
+            "pow": tf.pow(odd, tf.math.floordiv(j + 5, 3)),
+            "maximum": tf.maximum(i, odd), "minimum": tf.minimum(i, 7),
+            "maximum64": tf.maximum(wide, wide_j), "minimum64": tf.minimum(wide, wide_j),
+            "sqdiff": tf.math.squared_difference(i, odd),
+            "eq": tf.cast(tf.equal(i, odd), tf.int32), "ne": tf.cast(tf.not_equal(wide, wide_j), tf.int32),
+            "lt": tf.cast(tf.less(i, 3), tf.int32), "le": tf.cast(tf.less_equal(wide, wide_j), tf.int32),
+            "ge": tf.cast(tf.greater_equal(i, odd), tf.float32),
+            "select_v2": tf.where(flags, i, odd), "select64": tf.where(flags, wide, 5),
+            "to_int32": tf.cast(f * 100.0, tf.int32), "to_int64": tf.cast(f * 1000.0, tf.int64),
+            "to_bool": tf.cast(tf.cast(f * 2.0, tf.int32), tf.bool),
+            "bool_to_float": tf.cast(tf.cast(i, tf.bool), tf.float32),
+            "narrow": tf.cast(tf.cast(tf.cast(i * 7, tf.int8), tf.int16) * 300, tf.int32),
+            "to_int8": tf.cast(tf.cast(wide * 5, tf.int16), tf.int8),
+            "int64_to_float": tf.cast(wide * 3, tf.float32),
+        }
+
+    return fn, specs
+
+
+def _activations() -> tuple[Any, Sequence[Spec]]:
+    specs = (Spec((2, 3, 4, 5)), Spec((1, 3, 1, 5), low=-3.0, high=3.0), Spec((2, 3, 4, 5), low=-4.0, high=4.0))
+
+    def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> dict[str, tf.Tensor]:
+        s = a + c  # same shapes
+        d = a - b  # broadcast
+        m = s * d
+        m2 = c * b  # broadcast
+        return {
+            "sum_const": b + 0.5, "diff_same": c - a,
+            "logistic": tf.sigmoid(m), "tanh": tf.tanh(d), "softmax": tf.nn.softmax(m2 * 2.0),
+            "relu_fused": tf.nn.relu(s - m2), "relu6_fused": tf.nn.relu6(m2 * 3.0),
+            "relu": tf.nn.relu(a), "relu6": tf.nn.relu6(c),  # on inputs: standalone operators
+            "maximum": tf.maximum(m, b), "minimum": tf.minimum(d, 0.5),
+        }
+
+    return fn, specs
+
+
+_MAKERS: dict[str, Callable[[], tuple[Any, Sequence[Spec]]]] = {
+    "binary_float": _binary("float"), "binary_int8": _binary("int8"),
+    "integers_float": _integers, "activations_int16x8": _activations,
+}
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    options = {"float_io": True} if name == "activations_int16x8" else {}
+    return build_converted(FAMILY, name, _MAKERS[name], model_path, reference_path, **options)
