@@ -42,6 +42,7 @@ from ...formats import load
 from ...ir import Graph, Model, Node, Value
 from ..base import InputSpec, check_feeds
 from . import (  # noqa: F401  (register the kernels and their prepare checks)
+    binary_ops,
     control_flow,
     conv,
     elementwise,
