@@ -33,19 +33,6 @@ BUILDER_VERSION = 1
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8")
 FAMILY = "tflite_binary"
 
-#: the operators each model must hold (the tests assert it, so a converter change cannot drop one silently)
-EXPECTED_OPS = {
-    "binary_float": ("DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
-                     "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT", "SELECT_V2", "CAST"),
-    "binary_int8": ("MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL",
-                    "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT", "SELECT_V2"),
-    "integers_float": ("DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE",
-                       "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "SELECT_V2",
-                       "CAST"),
-    "activations_int16x8": ("ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU", "RELU6", "QUANTIZE", "DEQUANTIZE",
-                            "MAXIMUM", "MINIMUM"),
-}
-
 #: a rank-5 pair whose size-1 dimensions differ (the converter keeps rank-5 broadcasting for MAXIMUM,
 #: MINIMUM, DIV, SUB and SELECT_V2 and inserts BROADCAST_TO for the others), a rank-3 and a rank-4 operand
 A5, B5, C3, E4 = (2, 1, 3, 1, 4), (1, 2, 1, 3, 1), (3, 1, 4), (2, 1, 3, 1)
