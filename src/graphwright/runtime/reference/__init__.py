@@ -7,13 +7,14 @@ reference kernels' two-step requantization, or ``"single"``, which emulates Lite
 default kernels: XNNPACK's float32 requantization of convolutions, its 8-bit QUANTIZE).
 :mod:`.fixedpoint` holds the requantization arithmetic.  The kernels' quantization
 helpers (:func:`quant_of`, :func:`activation_range`, the per-channel multipliers of
-the convolutions) are public here for the layers that describe quantized models
-(``graphwright.extract``).
+the convolutions, the kernels by operator name) are public here for the layers that
+describe quantized models (``graphwright.extract``, which tabulates 8-bit element-wise
+operators with the kernels themselves).
 """
 
 from __future__ import annotations
 
-from ._common import OpContext, Quant, activation_range, quant_of
+from ._common import KERNELS, OpContext, Quant, activation_range, quant_of
 from .backend import ReferenceBackend
 from .conv import channel_multipliers, legacy_multiplier
 from .fixedpoint import (
@@ -26,6 +27,7 @@ from .fixedpoint import (
 from .interpreter import Interpreter, supported_operators
 
 __all__ = [
+    "KERNELS",
     "Interpreter",
     "OpContext",
     "Quant",
