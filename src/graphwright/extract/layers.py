@@ -20,14 +20,20 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   over the in-image taps (input and output share their quantization).
 * MEAN: ``y = MBQM(Σ x − zp_in·n, multiplier, shift) + zp_out`` clamped to the type, with
   ``1/n`` folded into the multiplier (``n`` = ``reduced_count``), or ``same_quantization``:
-  ``y = trunc(Σ x / n)``.
+  ``y = trunc(Σ x / n)``.  SUM: the same without the fold (``s_in/s_out``; the sum wraps as
+  an int32; as TFLite Micro computes it — LiteRT's BUILTIN_REF reads 8/16-bit SUM inputs as
+  uint8).  REDUCE_PROD: ``p = x_0 − zp_in``, then ``p = MBQM64(p·(x_i − zp_in), m, shift)``
+  for each next element and ``y = MBQM64(p, m, shift) + zp_out``, ``m·2^(shift−31) ≈
+  s_in/s_out^(1/n)``, where MBQM64 is the int64 multiply (the multiplier rounded to 15 bits,
+  ``(p·r + 2^(14−shift)) >> (15−shift)``, wrapped to int32).
 * RELU / RELU6 / RELU_N1_TO_1: ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``.
 * QUANTIZE (integer to integer): ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``;
   from float: ``y = clamp(round_half_away(x / scale) + zp_out)``.  DEQUANTIZE:
   ``scale·(x − zp_in)``.
-* LOGISTIC / TANH / HARD_SWISH / RELU* / QUANTIZE on 8-bit inputs: ``table``, the 256 outputs
-  for the inputs ``-128..127`` (int8) or ``0..255`` (uint8), computed by the interpreter's
-  kernel itself — ``y = table[x − type_min]``; HARD_SWISH also gives its fixed-point
+* LOGISTIC / TANH / HARD_SWISH / RELU* / QUANTIZE / LEAKY_RELU and the element-wise math of
+  :data:`TABULATED` on 8-bit inputs: ``table``, the 256 outputs for the inputs ``-128..127``
+  (int8) or ``0..255`` (uint8), computed by the interpreter's kernel itself —
+  ``y = table[x − type_min]``; HARD_SWISH also gives its fixed-point
   multipliers (int16 ``output_multiplier_fixedpoint_int16`` / ``reluish_multiplier_fixedpoint_int16``
   and their exponents) as LiteRT's Prepare derives them.
 * SOFTMAX (8-bit): LiteRT's reference kernel is not integer-only; it uses ``exp_table``, the
@@ -39,7 +45,8 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``alpha_multiplier``/``alpha_shift`` (``α·s_in/s_out``) below; PRELU: ``identity_*`` and
   ``alpha_*`` (``s_in·s_α/s_out``), ``y = clamp(MBQM((x − zp_in)·(α − zp_α), …) + zp_out)``.
 
-Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
+Not covered yet: int16 LOGISTIC/TANH/SOFTMAX (their LUTs; the interpreter has no int16
+kernels for them yet) and LUTs of int16 element-wise math.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 O(operators), plus 256 kernel evaluations per table.
 """
@@ -52,8 +59,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import VerificationError
 from ..ir import Node, Value
 from ..runtime.reference import (
+    KERNELS,
     OpContext,
     Quant,
     activation_range,
@@ -62,13 +71,15 @@ from ..runtime.reference import (
     quant_of,
     quantize_multiplier,
 )
-from ..runtime.reference import elementwise as ew
+from ..runtime.reference.elementwise import LEFT_SHIFT
 from ..runtime.reference.fixedpoint import fold_divisor
 
 __all__ = ["INTEGER_TYPES", "layer_params"]
 
 INTEGER_TYPES = frozenset({"int8", "uint8", "int16"})
 Params = dict[str, Any]
+#: element-wise 8-bit operators given by their table alone (beyond those with parameters of their own)
+TABULATED = ("EXP", "LOG", "ELU", "GELU", "RSQRT", "SQRT", "ABS", "NEG")
 _BUILDERS: dict[str, Callable[[Node], Params | None]] = {}
 
 
@@ -127,14 +138,18 @@ def _quants(node: Node, *inputs: int) -> list[Quant] | None:
     return None if any(q is None for q in found) else found  # type: ignore[return-value]
 
 
-def _table(node: Node, kernel: Callable[[OpContext], list[np.ndarray]]) -> list[int] | None:
-    """An 8-bit unary operator's outputs for all 256 inputs, from the interpreter's kernel."""
-    x = node.inputs[0]
-    if x is None or x.dtype is None or x.dtype.value not in ("int8", "uint8"):
+def _table(node: Node) -> list[int] | None:
+    """An 8-bit element-wise operator's outputs for all 256 inputs, computed by the
+    interpreter's own kernel (None for other inputs, or where the kernel refuses)."""
+    x, kernel = node.inputs[0], KERNELS.get(node.op)
+    if x is None or x.dtype is None or x.dtype.value not in ("int8", "uint8") or kernel is None:
         return None
     dtype = _dtype(x)
     inputs = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
-    (out,) = kernel(OpContext(node, [inputs], "double", {}, False))
+    try:
+        (out, *_) = kernel(OpContext(node, [inputs, *(None for _ in node.inputs[1:])], "double", {}, False))
+    except VerificationError:
+        return None
     return [int(v) for v in np.asarray(out).reshape(-1)]
 
 
@@ -189,7 +204,7 @@ def _add_sub(node: Node) -> Params | None:
         if None not in logs and q1.zp == q2.zp == qo.zp == 0:
             return {**params, "pot_scale_int16": True, "input1_shift": logs[0] - logs[2],  # type: ignore[operator]
                     "input2_shift": logs[1] - logs[2]}  # type: ignore[operator]
-    left_shift = 15 if dtype == np.int16 else ew.LEFT_SHIFT
+    left_shift = 15 if dtype == np.int16 else LEFT_SHIFT
     twice_max = 2.0 * max(_f64(q1.s), _f64(q2.s))
     m1, s1 = _mult(_f64(q1.s) / twice_max)
     m2, s2 = _mult(_f64(q2.s) / twice_max)
@@ -223,24 +238,60 @@ def _average_pool(node: Node) -> Params | None:
             "padding": "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"}
 
 
-@_layer("MEAN")
-def _mean(node: Node) -> Params | None:
+def _reduction(node: Node) -> tuple[Quant, Quant, list[int], int] | None:
+    """(input and output quantization, reduced axes, their element count) of a reduction."""
     qs = _quants(node, 0)
     x, axes = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
     if qs is None or x is None or x.shape is None or axes is None or axes.const is None:
         return None
     if any(not isinstance(d, int) for d in x.shape):
         return None
-    q_in, q_out = qs
     rank = len(x.shape)
     reduced = sorted({int(a) % rank for a in np.asarray(axes.const.numpy()).reshape(-1)}) if rank else []
-    n = int(np.prod([x.shape[a] for a in reduced], dtype=np.int64)) if reduced else 1
+    return qs[0], qs[1], reduced, int(np.prod([x.shape[a] for a in reduced], dtype=np.int64)) if reduced else 1
+
+
+@_layer("MEAN")
+def _mean(node: Node) -> Params | None:
+    found = _reduction(node)
+    if found is None:
+        return None
+    q_in, q_out, reduced, n = found
     lo, hi = np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max
     params: Params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(lo),
                       "activation_max": int(hi), "axes": reduced, "reduced_count": n,
                       "same_quantization": bool(q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s))}
     m, s = fold_divisor(*_mult(_f64(q_in.s) / _f64(q_out.s)), n)
     return {**params, "multiplier": m, "shift": s}
+
+
+@_layer("SUM")
+def _sum(node: Node) -> Params | None:
+    """As the interpreter's quantized SUM (reduce_ops.py computes the multiplier inline)."""
+    found = _reduction(node)
+    if found is None:
+        return None
+    q_in, q_out, reduced, n = found
+    m, s = _mult(_f64(q_in.s) / _f64(q_out.s))
+    dtype = _dtype(node.outputs[0])
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(np.iinfo(dtype).min),
+            "activation_max": int(np.iinfo(dtype).max), "axes": reduced, "reduced_count": n,
+            "multiplier": m, "shift": s}
+
+
+@_layer("REDUCE_PROD")
+def _reduce_prod(node: Node) -> Params | None:
+    """As the interpreter's quantized REDUCE_PROD: the multiplier of ``s_in / s_out^(1/n)``,
+    applied after every product and once more at the end (reduce_ops.py computes it inline)."""
+    found = _reduction(node)
+    if found is None or found[3] == 0:
+        return None
+    q_in, q_out, reduced, n = found
+    m, s = _mult(float(np.float32(q_in.s)) / math.pow(float(np.float32(q_out.s)), 1.0 / n))
+    dtype = _dtype(node.outputs[0])
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(np.iinfo(dtype).min),
+            "activation_max": int(np.iinfo(dtype).max), "axes": reduced, "reduced_count": n,
+            "multiplier": m, "shift": s}
 
 
 # -- unary activations and conversions --------------------------------------------------------------
@@ -271,7 +322,7 @@ def _relu(node: Node) -> Params | None:
     params["activation_min"] = max(tmin, q_out.zp + int(_half_away(np.float32(bounds[0]) / scale)))
     if bounds[1] != math.inf:
         params["activation_max"] = min(tmax, q_out.zp + int(_half_away(np.float32(bounds[1]) / scale)))
-    params["table"] = _table(node, getattr(ew, node.op.lower()))
+    params["table"] = _table(node)
     return params
 
 
@@ -289,7 +340,7 @@ def _quantize(node: Node) -> Params | None:
                 **_clamp(node, _dtype(node.outputs[0]))}
     params = _rescale(node)
     if params is not None:
-        params["table"] = _table(node, ew.quantize)
+        params["table"] = _table(node)
     return params
 
 
@@ -302,12 +353,12 @@ def _dequantize(node: Node) -> Params | None:
             "scale": [float(s) for s in q_in.scale.reshape(-1)], "axis": q_in.axis}
 
 
-@_layer("LOGISTIC", "TANH")
+@_layer("LOGISTIC", "TANH", *TABULATED)
 def _lookup(node: Node) -> Params | None:
     qs = _quants(node, 0)
     if qs is None:
         return None
-    table = _table(node, ew.logistic if node.op == "LOGISTIC" else ew.tanh)
+    table = _table(node)
     if table is None:
         return None
     q_in, q_out = qs
@@ -330,7 +381,7 @@ def _hard_swish(node: Node) -> Params | None:
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
             "output_multiplier_fixedpoint_int16": _down16(m_out), "output_multiplier_exponent": e_out,
             "reluish_multiplier_fixedpoint_int16": _down16(m_rel), "reluish_multiplier_exponent": e_rel,
-            "table": _table(node, ew.hard_swish)}
+            "table": _table(node)}
 
 
 def _down16(m: int) -> int:
@@ -386,7 +437,8 @@ def _leaky_relu(node: Node) -> Params | None:
     mi, si = _mult(_f32(q_in.s, over=q_out.s))
     ma, sa = _mult(_f32(q_in.s, float(node.attr("alpha", 0.2)), over=q_out.s))
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
-            "identity_multiplier": mi, "identity_shift": si, "alpha_multiplier": ma, "alpha_shift": sa}
+            "identity_multiplier": mi, "identity_shift": si, "alpha_multiplier": ma, "alpha_shift": sa,
+            "table": _table(node)}
 
 
 @_layer("PRELU")
