@@ -21,7 +21,7 @@ from ai_edge_litert.interpreter import Interpreter
 from ._info import ModelInfo, save_reference
 from .build_tflite import _details_to_info, run_tflite, tflite_op_histogram
 
-MODES = ("float", "int8", "int16x8")
+MODES = ("float", "int8", "int16x8", "float16", "dynamic")
 SEED = 0
 
 
@@ -68,7 +68,9 @@ def convert(model: Any, mode: str, specs: Sequence[Spec], *, float_io: bool = Fa
     * ``float``: float32 as the converter emits by default;
     * ``int8``: full-integer (``TFLITE_BUILTINS_INT8``), int8 in/out unless ``float_io``;
     * ``int16x8``: int16 activations with int8 weights
-      (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``), int16 in/out unless ``float_io``.
+      (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``), int16 in/out unless ``float_io``;
+    * ``float16``: float16 weights, DEQUANTIZE'd to float32 at load (how many mobile models ship);
+    * ``dynamic``: dynamic-range quantization — int8 weights, float activations (hybrid kernels).
 
     Integer (index) inputs stay integers in every mode.  ``ops`` overrides the supported op
     sets; ``configure(converter)`` sets anything else (e.g. ``_experimental_...`` flags).
@@ -80,7 +82,11 @@ def convert(model: Any, mode: str, specs: Sequence[Spec], *, float_io: bool = Fa
         converter = tf.lite.TFLiteConverter.from_concrete_functions([concrete])
     else:
         converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    if mode != "float":
+    if mode in ("float16", "dynamic"):
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        if mode == "float16":
+            converter.target_spec.supported_types = [tf.float16]
+    elif mode != "float":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
         converter.representative_dataset = representative(specs)
         if mode == "int8":

@@ -4,7 +4,8 @@ every one of them, tensor for tensor as LiteRT's reference kernels.
 
 Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
 
-Models (each ``<model>_<mode>``, mode float / int8 / int16x8):
+Models (each ``<model>_<mode>``, mode float / int8 / int16x8, and float16 weights or dynamic-range
+quantization for some — see ``_tflite_common.convert``):
 
 * ``landmarks``: a PReLU-heavy face-detector/landmark CNN in the BlazeFace style — 5x5
   depthwise blocks with channel-padded residual adds, PReLU with shared spatial axes,
@@ -34,9 +35,9 @@ from ._tflite_common import SEED, Spec, convert, info_of, mode_of
 BUILDER_VERSION = 1
 
 NAMES = (
-    "landmarks_float", "landmarks_int8", "landmarks_int16x8",
-    "unet_float", "unet_int8", "unet_int16x8",
-    "transformer_float", "transformer_int8", "transformer_int16x8",
+    "landmarks_float", "landmarks_int8", "landmarks_int16x8", "landmarks_float16", "landmarks_dynamic",
+    "unet_float", "unet_int8", "unet_int16x8", "unet_float16",
+    "transformer_float", "transformer_int8", "transformer_int16x8", "transformer_dynamic",
     "resnet50_float", "resnet50_int8",
     "densenet121_float", "densenet121_int8",
     "nasnet_mobile_float", "nasnet_mobile_int8",

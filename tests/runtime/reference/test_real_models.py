@@ -17,7 +17,8 @@ from ._oracle import assert_matches_reference
 pytestmark = pytest.mark.slow
 
 #: one mode of each Keras application in the default run (NASNetMobile takes minutes to convert)
-DEFAULT = ["landmarks_float", "landmarks_int8", "landmarks_int16x8", "unet_float", "unet_int8", "unet_int16x8",
+DEFAULT = ["landmarks_float", "landmarks_int8", "landmarks_int16x8", "landmarks_float16", "landmarks_dynamic",
+           "unet_float", "unet_int8", "unet_int16x8", "unet_float16", "transformer_dynamic",
            "transformer_float", "transformer_int8", "transformer_int16x8", "resnet50_int8", "densenet121_float",
            "mobilenet_v3_large_int16x8"]
 WIDE = [n for n in MODEL_NAMES["tflite_real"] if n not in DEFAULT]
