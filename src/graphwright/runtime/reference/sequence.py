@@ -9,13 +9,26 @@ forget, output} ``[cell]``; 12–15 gate biases; 16–17 projection weights ``[o
 and bias; 18–19 the output and cell states (variable tensors, updated in place so they
 carry over to the next run, as in LiteRT); 20–23 layer-norm coefficients.  Optional:
 the input gate (absent: CIFG, ``i = 1 − f``), peepholes, projection, layer norm.
+
+Full-integer (int8 activations and weights, int16 cell state, int32 biases): LiteRT's
+``LstmStepInteger8x8_16``.  Each gate is two requantized int32 products (input and
+recurrent, zero points folded into the biases) summed in Q3.12, then gemmlowp's 16-bit
+fixed-point sigmoid or tanh (to Q0.15, here as tables over the 65536 raw values); the cell
+state (scale ``2^cell_scale``) is ``f·c >> 15`` plus ``i·g >> (30 + cell_scale)``, saturated and
+clipped; the hidden state is ``o·tanh(c)`` requantized to int8 by the effective hidden scale
+(the operator's fifth intermediate tensor).  Projection, peepholes and layer norm are refused
+in integer LSTMs (the converter emits none from Keras layers).
 """
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 import numpy as np
 
-from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, OpContext, kernel
+from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, OpContext, kernel, quant_of
+from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
 from .prepare import OpCheck, Shape, prepare_rule
 
 __all__: list[str] = []
@@ -57,10 +70,12 @@ def _layer_norm(x: np.ndarray) -> np.ndarray:
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_LSTM")
 def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.x(_INPUT)
-    if x.dtype != np.float32 or ctx.x(_W_INPUT + 1).dtype != np.float32:
-        raise ctx.error(f"{x.dtype} input with {ctx.x(_W_INPUT + 1).dtype} weights is not implemented "
-                        "(float32 only)")
+    x, weights = ctx.x(_INPUT), ctx.x(_W_INPUT + 1)
+    if x.dtype == np.int8 and weights.dtype == np.int8 and ctx.x(_CELL_STATE).dtype == np.int16:
+        return _integer_lstm(ctx)
+    if x.dtype != np.float32 or weights.dtype != np.float32:
+        raise ctx.error(f"{x.dtype} input with {weights.dtype} weights is not implemented (float32, or int8 "
+                        "with an int16 cell state)")
     if not bool(ctx.attr("time_major", False)):
         x = x.transpose(1, 0, 2)  # [time, batch, input]
     h, c = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
@@ -137,4 +152,202 @@ def _lstm_shapes(op: OpCheck) -> list[Shape]:
         shape = op.shape(i)
         if shape is not None and int(np.prod(shape)) != batch * size:
             raise op.fail(f"{what} {list(shape)} does not hold {batch}x{size} values")
+    cell = op.node.inputs[_CELL_STATE]
+    if cell is not None and cell.dtype is not None and cell.dtype.value == "int16" and cell.quant is not None \
+            and cell.quant.scale.size:
+        _cell_exponent(float(cell.quant.scale.reshape(-1)[0]), op.fail)
     return [(steps, batch, units) if time_major else (batch, steps, units)]
+
+
+# -- the integer LSTM (8x8_16) -------------------------------------------------------------------------
+
+def _wrap16(v: np.ndarray) -> np.ndarray:
+    """An int16 C cast of an integer result (two's complement wrap-around)."""
+    return ((v + 32768) & 0xFFFF) - 32768
+
+
+def _saturate16(v: np.ndarray) -> np.ndarray:
+    return np.clip(v, -32768, 32767)
+
+
+def _srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
+    """gemmlowp's 16-bit SaturatingRoundingDoublingHighMul: ``(a·b ± 2^14) / 2^15`` truncated."""
+    ab = a * b
+    q = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    out = np.where(q >= 0, q >> 15, -((-q) >> 15))
+    return np.where((a == -32768) & (b == -32768), 32767, out)
+
+
+def _shift16(x: np.ndarray, exponent: int) -> np.ndarray:
+    """gemmlowp's SaturatingRoundingMultiplyByPOT on int16: a saturating left shift, or a
+    rounding right shift."""
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    limit = (1 << (15 - exponent)) - 1
+    return np.where(x > limit, 32767, np.where(x < -limit, -32768, x << exponent))
+
+
+def _constant16(raw32: int) -> int:
+    """A gemmlowp constant given as its 32-bit raw value, rounded to 16 bits."""
+    return int(rounding_divide_by_pot(np.int64(raw32), 16))
+
+
+def _exp_quarter16(a: np.ndarray) -> np.ndarray:
+    """exp(a) for a in [−1/4, 0), Q0.15: gemmlowp's Taylor expansion around −1/8."""
+    x = _wrap16(a + (1 << 12))
+    x2 = _srdhm16(x, x)
+    x3, x4 = _srdhm16(x2, x), _srdhm16(x2, x2)
+    inner = _wrap16(_srdhm16(_wrap16(rounding_divide_by_pot(x4, 2) + x3), _constant16(715827883)) + x2)
+    term = _constant16(1895147668)
+    return _saturate16(term + _srdhm16(term, _wrap16(x + rounding_divide_by_pot(inner, 1))))
+
+
+#: gemmlowp's exp barrel shifter: (power of two, exp(−2^power) as a 32-bit raw Q0.31 value)
+_EXP_STEPS = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535),
+              (3, 720401), (4, 242))
+
+
+def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    """exp(a) for a ≤ 0 in Q``integer_bits``, to Q0.15 (gemmlowp's exp_on_negative_values)."""
+    fractional = 15 - integer_bits
+    quarter = 1 << (fractional - 2)
+    rest = _wrap16((a & (quarter - 1)) - quarter)
+    result = _exp_quarter16(_shift16(rest, integer_bits))
+    remainder = _wrap16(rest - a)
+    for power, multiplier in _EXP_STEPS:
+        if integer_bits > power:
+            bit = (remainder & (1 << (fractional + power))) != 0
+            result = np.where(bit, _srdhm16(result, _constant16(multiplier)), result)
+    if integer_bits > 5:
+        result = np.where(a < _constant16(-(1 << (36 - integer_bits))), 0, result)
+    return np.where(a == 0, 32767, result)
+
+
+def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
+    """``1 / ((1 + a) / 2)`` in Q2.13 for a in (0, 1): three Newton-Raphson steps from 48/17 − 32/17·d."""
+    total = a + 32767
+    half = np.where(total >= 0, total + 1, total - 1)
+    half = np.where(half >= 0, half >> 1, -((-half) >> 1))
+    x = _wrap16(_constant16(1515870810) + _srdhm16(half, _constant16(-1010580540)))
+    for _ in range(3):
+        x = _wrap16(x + _shift16(_srdhm16(x, _wrap16((1 << 13) - _srdhm16(half, x))), 2))
+    return x
+
+
+@cache
+def _sigmoid_table(integer_bits: int) -> np.ndarray:
+    """gemmlowp's logistic of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    positive = a > 0
+    magnitude = np.where(positive, a, _wrap16(-a))
+    on_positive = _shift16(_newton_reciprocal16(_exp_negative16(_wrap16(-magnitude), integer_bits)), 1)
+    table = np.where(a == 0, 1 << 14, np.where(positive, on_positive, _wrap16(32767 - on_positive)))
+    return table.astype(np.int16)
+
+
+@cache
+def _tanh_table(integer_bits: int) -> np.ndarray:
+    """gemmlowp's tanh of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
+    a = np.arange(-32768, 32768, dtype=np.int64)
+    negative = a < 0
+    minus_magnitude = np.where(negative, a, _wrap16(-a))
+    t = _shift16(_wrap16(_newton_reciprocal16(_exp_negative16(minus_magnitude, integer_bits + 1)) - (1 << 13)), 2)
+    table = np.where(a == 0, 0, np.where(negative, _wrap16(-t), t))
+    return table.astype(np.int16)
+
+
+def _lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return table[x.astype(np.int64) + 32768].astype(np.int64)
+
+
+#: the gates' pre-activations are Q3.12 without layer norm
+_GATE_SCALE = 2.0 ** -12
+
+
+def _integer_plan(ctx: OpContext) -> dict[str, Any]:
+    """What LiteRT's Prepare derives from the constants and scales (PopulateQuantizedLstmParams8x8_16):
+    per gate the input and recurrent weights, the biases with the zero points folded in, and the
+    requantization multipliers; the cell scale's exponent; the hidden multiplier; the cell clip."""
+    for index, what in ((_PEEPHOLE + 2, "peephole weights"), (_PROJECTION, "a projection"),
+                        (_LAYER_NORM + 1, "layer normalization")):
+        if ctx.has(index):
+            raise ctx.error(f"an integer LSTM with {what} is not implemented")
+    intermediates = ctx.node.meta.get("tflite.intermediates") or []
+    hidden = quant_of(intermediates[4]) if len(intermediates) == 5 else None
+    if hidden is None:
+        raise ctx.error("an integer LSTM needs its five intermediate tensors (the fifth quantized)")
+    q_in, q_state, q_cell = ctx.in_quant(_INPUT), ctx.in_quant(_OUTPUT_STATE), ctx.in_quant(_CELL_STATE)
+    if q_in is None or q_state is None or q_cell is None:
+        raise ctx.error("an integer LSTM needs quantized input and states")
+    cell_exponent = _cell_exponent(q_cell.s, ctx.error)
+    gates = []
+    for g in range(4):
+        if not ctx.has(_W_INPUT + g):
+            gates.append(None)  # CIFG: no input gate
+            continue
+        w_in, w_rec = (ctx.x(i + g).astype(np.int64) for i in (_W_INPUT, _W_RECURRENT))
+        s_in, s_rec = (np.float32(ctx.in_quant(i + g).s) for i in (_W_INPUT, _W_RECURRENT))  # type: ignore[union-attr]
+        bias = ctx.x(_BIAS + g).astype(np.int64) if ctx.has(_BIAS + g) else np.zeros(w_in.shape[0], np.int64)
+        gates.append((w_in.T, bias - q_in.zp * w_in.sum(axis=1),
+                      quantize_multiplier(float(np.float32(s_in * np.float32(q_in.s)) / np.float32(_GATE_SCALE))),
+                      w_rec.T, -q_state.zp * w_rec.sum(axis=1),
+                      quantize_multiplier(float(np.float32(s_rec * np.float32(q_state.s)) / np.float32(_GATE_SCALE)))))
+    clip = float(ctx.attr("cell_clip", 0.0) or 0.0)
+    return {
+        "gates": gates, "cell_exponent": cell_exponent,
+        "hidden": quantize_multiplier(float(np.float32(2.0 ** -15 / np.float64(np.float32(hidden.s)) * 2.0 ** -15))),
+        "hidden_zp": hidden.zp,
+        "cell_clip": int(min(max(np.float32(clip) / np.float32(q_cell.s), -32768.0), 32767.0)) if clip > 0 else 0,
+    }
+
+
+def _cell_exponent(scale: float, fail: Any) -> int:
+    """The integer LSTM's cell scale as a power of two (LiteRT's CheckedLog2), from 2^-15 to 2^-9:
+    LiteRT refuses coarser ones, and leaves ``tanh(cell)`` unwritten (undefined outputs) for finer
+    ones, whose Q(15 + exponent) format has no integer bits."""
+    exponent = np.log(np.float32(scale)) * (np.float32(1) / np.log(np.float32(2)))
+    rounded = int(np.round(exponent))
+    if abs(float(exponent) - rounded) >= 1e-3 or not -15 <= rounded <= -9:
+        raise fail(f"its int16 cell state's scale {scale} is not a power of two from 2^-15 to 2^-9")
+    return rounded
+
+
+def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
+    """LiteRT's LstmStepInteger8x8_16 over the time steps (see the module docstring)."""
+    plan = ctx.cache.get("integer")
+    if plan is None:
+        plan = ctx.cache["integer"] = _integer_plan(ctx)
+    x = ctx.x(_INPUT).astype(np.int64)
+    time_major = bool(ctx.attr("time_major", False))
+    if not time_major:
+        x = x.transpose(1, 0, 2)
+    h_var, c_var = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
+    h = h_var.reshape(h_var.shape[0] if h_var.ndim > 1 else x.shape[1], -1).astype(np.int64)
+    c = c_var.reshape(h.shape[0], -1).astype(np.int64)
+    sigmoid, tanh_gate, tanh_cell = _sigmoid_table(3), _tanh_table(3), _tanh_table(15 + plan["cell_exponent"])
+    m_hidden, s_hidden = plan["hidden"]
+    clip, cell_shift = plan["cell_clip"], 30 + plan["cell_exponent"]
+
+    def gate(g: int, step: np.ndarray, table: np.ndarray) -> np.ndarray:
+        w_in, b_in, (m_in, e_in), w_rec, b_rec, (m_rec, e_rec) = plan["gates"][g]
+        acc = _saturate16(multiply_by_quantized_multiplier(step @ w_in + b_in, m_in, e_in))
+        acc = _saturate16(multiply_by_quantized_multiplier(h @ w_rec + b_rec, m_rec, e_rec) + acc)
+        return _lookup(table, acc)
+
+    outputs = []
+    for step in x:
+        forget = gate(1, step, sigmoid)
+        update = gate(2, step, tanh_gate)
+        keep = 32767 - forget if plan["gates"][0] is None else gate(0, step, sigmoid)
+        c = _wrap16(rounding_divide_by_pot(forget * c, 15))
+        c = _saturate16(c + _wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
+        if clip > 0:
+            c = np.clip(c, -clip, clip)
+        out = gate(3, step, sigmoid)
+        hidden = multiply_by_quantized_multiplier(out * _lookup(tanh_cell, c), m_hidden, s_hidden) + plan["hidden_zp"]
+        h = np.clip(hidden, -128, 127)
+        outputs.append(h.astype(np.int8))
+    c_var[...] = c.reshape(c_var.shape)  # the variable tensors keep the last state, as LiteRT's
+    h_var[...] = h.reshape(h_var.shape)
+    y = np.stack(outputs)
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
