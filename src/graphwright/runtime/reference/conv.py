@@ -1,4 +1,5 @@
-"""CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED, float and integer.
+"""CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV, float and integer
+(8-bit and 16x8), and CONV_3D, CONV_3D_TRANSPOSE (float, as LiteRT has them).
 
 Integer maths (TFLite reference kernels; FULLY_CONNECTED requantizes with single
 rounding, as LiteRT's reference kernel does)::
@@ -20,14 +21,26 @@ depthwise convolution are one compiled pass each, and fully connected layers of
 at most ``_DENSE_ROWS`` rows are 8-bit dot products (exact integer sums).
 Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for the im2col
 matrix of the KHxKW convolutions.
+
+16x8 (int16 activations, int8 weights, int64 bias): the same exact sums, requantized as
+LiteRT's 16x8 reference kernels do — an int64 accumulator scaled by the int64
+``MultiplyByQuantizedMultiplier`` (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV) or, for
+FULLY_CONNECTED, by ``round(acc·s_in·s_w/s_out)`` in double; an int32 bias makes the
+accumulator int32 (see :func:`requantize`).  Transposed convolutions multiply every input
+position by every tap in one GEMM and scatter-add the products (:func:`_scatter`); a
+FULLY_CONNECTED with int8 weights and float activations quantizes its input rows at run
+time as LiteRT's hybrid kernel (:func:`_hybrid_dense`).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ._common import (
     PAD_SAME,
+    PAD_VALID,
     OpContext,
     Quant,
     activation_range,
@@ -36,21 +49,33 @@ from ._common import (
     kernel,
     output_size,
     padding_before,
+    round_half_away,
 )
-from .fixedpoint import multiply_by_quantized_multiplier, quantize_multipliers
+from .fixedpoint import (
+    INT32_MAX,
+    INT32_MIN,
+    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_int64,
+    quantize_multipliers,
+)
 from .jit import kernels
+from .prepare import OpCheck, Shape, check_size, prepare_rule
 from .requant import FastRequant, Float32Requant
 from .runners import Geometry, compile_runner, depthwise_runner, pointwise_runner, window_runner
 
 
-def channel_multipliers(s_in: float, w: Quant, s_out: float, channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-output-channel ``(m, shift)`` of ``M[c] = s_in·s_w[c]/s_out`` (scales as
-    float32 promoted to double, per-tensor weights broadcast), as TFLite computes them."""
+def channel_scales(s_in: float, w: Quant, s_out: float, channels: int) -> np.ndarray:
+    """Per-output-channel ``M[c] = s_in·s_w[c]/s_out`` in double (scales as float32 promoted
+    to double, per-tensor weights broadcast), as TFLite computes them."""
     sw = w.scale.astype(np.float64).reshape(-1)
     if sw.size == 1:
         sw = np.repeat(sw, channels)
-    real = np.float64(np.float32(s_in)) * sw / np.float64(np.float32(s_out))
-    return quantize_multipliers(real)
+    return np.float64(np.float32(s_in)) * sw / np.float64(np.float32(s_out))
+
+
+def channel_multipliers(s_in: float, w: Quant, s_out: float, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel ``(m, shift)`` of :func:`channel_scales`."""
+    return quantize_multipliers(channel_scales(s_in, w, s_out, channels))
 
 
 def legacy_multiplier(s_in: float, w: Quant, s_out: float, channels: int) -> tuple[np.ndarray, np.ndarray]:
@@ -59,6 +84,49 @@ def legacy_multiplier(s_in: float, w: Quant, s_out: float, channels: int) -> tup
     product = np.float64(np.float32(np.float32(s_in) * np.float32(w.s)))
     m, s = quantize_multipliers(np.array([product / np.float64(np.float32(s_out))]))
     return np.repeat(m, channels), np.repeat(s, channels)
+
+
+#: TensorType INT32: the quantized_bias_type of 16x8 operators accumulating in int32
+_BIAS_INT32 = 2
+
+
+def accumulator(ctx: OpContext, data: int, bias: int) -> str:
+    """The accumulator LiteRT's kernel sums in: ``"int64"`` for 16-bit activations (the
+    16x8 kernels) unless their bias (or ``quantized_bias_type`` without one) is int32;
+    ``"int32"`` else."""
+    if ctx.x(data).dtype != np.int16:
+        return "int32"
+    if ctx.has(bias):
+        return "int32" if ctx.x(bias).dtype == np.int32 else "int64"
+    return "int32" if int(ctx.attr("quantized_bias_type", 0) or 0) == _BIAS_INT32 else "int64"
+
+
+def requantize(ctx: OpContext, acc: np.ndarray, m: np.ndarray, shift: np.ndarray, rounding: str,
+               kind: str, real: np.ndarray | None = None) -> np.ndarray:
+    """Exact integer sums (bias added, int64) -> the clamped output, as the reference kernels:
+    an int32 accumulator wraps and is scaled by the 32-bit ``MultiplyByQuantizedMultiplier``
+    (``rounding``), an int64 one (16x8) by the int64 one; with ``real`` (the 16x8 FULLY_CONNECTED)
+    the accumulator is scaled in double, ``round(acc·real)`` (halves away from zero); then
+    ``+ zp_out`` and the clamp to the fused activation's range."""
+    q_out = ctx.out_quant()
+    if q_out is None:
+        raise ctx.error("a quantized output without quantization parameters")
+    if kind == "int32":
+        acc = acc.astype(np.int32).astype(np.int64)
+    if real is not None:
+        y = np.clip(round_half_away(acc.astype(np.float64) * real), INT32_MIN, INT32_MAX).astype(np.int64)
+    elif kind == "int64":
+        y = multiply_by_quantized_multiplier_int64(acc, m, shift)
+    else:
+        y = multiply_by_quantized_multiplier(acc, m, shift, rounding)
+    return clamp_cast(ctx, y + q_out.zp, ctx.out_dtype())
+
+
+def multipliers(q_in: Quant, q_w: Quant, q_out: Quant, channels: int,
+                legacy: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel ``(m, shift)`` of a convolution: ``legacy`` (uint8 per-tensor) rounds
+    ``s_in·s_w`` to float32 first, as LiteRT's GetQuantizedConvolutionMultipler does."""
+    return (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
 
 
 def _weights(w: np.ndarray, q_w: Quant | None) -> np.ndarray:
@@ -74,13 +142,18 @@ class _Plan:
     """What a convolution derives from its constants once: the weight matrix
     (rows = output channels), the compute dtype, the bias and the multipliers."""
 
-    __slots__ = ("bias", "chunks", "dtype", "fast", "in_dtype", "m", "shift", "tiles", "weights")
+    __slots__ = ("accumulator", "bias", "chunks", "dtype", "fast", "in_dtype", "m", "real", "shift", "tiles",
+                 "weights")
 
     def __init__(self, weights: np.ndarray, dtype: type, bias: np.ndarray | None,
                  m: np.ndarray | None, shift: np.ndarray | None,
                  fast: FastRequant | Float32Requant | None = None) -> None:
         self.weights, self.dtype, self.bias, self.m, self.shift = weights, dtype, bias, m, shift
         self.fast = fast
+        #: what the reference kernel accumulates in (see :func:`accumulator`)
+        self.accumulator = "int32"
+        #: 16x8 FULLY_CONNECTED: the per-channel scales it requantizes with in double
+        self.real: np.ndarray | None = None
         #: float64 sums too long for float32: K split into row blocks each exact in float32,
         #: [(start, stop, float32 block)], the float32 block products added in float64
         self.chunks: list[tuple[int, int, np.ndarray]] | None = None
@@ -98,8 +171,10 @@ class _Plan:
         return tile
 
 
-def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | None = None) -> _Plan:
-    """Plan from the weights as a [K, channels] float64 matrix (cached when constant).
+def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | None = None,
+          real_scale: bool = False) -> _Plan:
+    """Plan from the weights as a [K, channels] float64 matrix (cached when constant);
+    ``real_scale``: 16-bit activations requantize in double (see :func:`requantize`).
 
     Integer sums run in float32 when they are provably exact there: every partial
     sum is bounded by ``max|x − zp_in| · Σ_k |w[k, c]| < 2^24``; else float64 (< 2^53).
@@ -120,8 +195,7 @@ def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | Non
         exact32 = float(span) * float(np.abs(matrix).sum(axis=0).max(initial=0.0)) < 2.0**24
         dtype = np.float32 if exact32 else np.float64
         bias = ctx.x(2).astype(np.int64) if ctx.has(2) else None
-        legacy = x.dtype == np.uint8 and q_w.scale.size == 1
-        m, shift = (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
+        m, shift = multipliers(q_in, q_w, q_out, channels, x.dtype == np.uint8 and q_w.scale.size == 1)
         out_dtype = ctx.out_dtype()
         act_lo, act_hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), out_dtype)
         fast: FastRequant | Float32Requant | None
@@ -134,6 +208,9 @@ def _plan(ctx: OpContext, matrix: np.ndarray, channels: int, rounding: str | Non
                                      rounding=rounding or ctx.rounding, acc_dtype=dtype, out_dtype=out_dtype,
                                      native=ctx.jit)
         plan = _Plan(np.ascontiguousarray(matrix.astype(dtype)), dtype, bias, m, shift, fast)
+        plan.accumulator = accumulator(ctx, 0, 2)
+        if real_scale and x.dtype == np.int16:
+            plan.real = channel_scales(q_in.s, q_w, q_out.s, channels)
         if not exact32:
             plan.chunks = _float32_blocks(matrix, span)
             plan.in_dtype = np.float32 if plan.chunks is not None else dtype
@@ -214,13 +291,11 @@ def _finish(ctx: OpContext, acc: np.ndarray, plan: _Plan, rounding: str | None =
         return apply_activation(ctx, acc.astype(np.float32), dtype)
     if plan.fast is not None:
         return plan.fast(acc, dtype)
-    q_out = ctx.out_quant()
-    assert q_out is not None and plan.m is not None and plan.shift is not None
+    assert plan.m is not None and plan.shift is not None
     iacc = acc.astype(np.int64)  # exact integers (see _plan)
     if plan.bias is not None:
         iacc += plan.bias
-    y = multiply_by_quantized_multiplier(iacc, plan.m, plan.shift, rounding or ctx.rounding) + q_out.zp
-    return clamp_cast(ctx, y, dtype)
+    return requantize(ctx, iacc, plan.m, plan.shift, rounding or ctx.rounding, plan.accumulator, plan.real)
 
 
 def _geometry(shape: tuple[int, ...], kernel: tuple[int, int, int], sh: int, sw: int, dh: int, dw: int,
@@ -250,7 +325,7 @@ def _matrix(ctx: OpContext, w: np.ndarray, q_w: Quant | None, shape: tuple[int, 
         raise ctx.error(str(e)) from None
 
 
-@kernel("CONV_2D")
+@kernel("CONV_2D", int16=True)
 def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
     q_in, q_w = ctx.in_quant(0), ctx.in_quant(1)
@@ -271,7 +346,7 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
 
 
-@kernel("DEPTHWISE_CONV_2D")
+@kernel("DEPTHWISE_CONV_2D", int16=True)
 def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
     q_in, q_w = ctx.in_quant(0), ctx.in_quant(1)
@@ -305,7 +380,7 @@ def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
 _DENSE_ROWS = 4
 
 
-@kernel("FULLY_CONNECTED")
+@kernel("FULLY_CONNECTED", int16=True)
 def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     x, w = ctx.x(0), ctx.x(1)
     q_in, q_w = ctx.in_quant(0), ctx.in_quant(1)
@@ -316,14 +391,18 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     units, depth = w.shape
     if x.size % depth:
         raise ctx.error(f"input of {x.size} elements does not split into rows of {depth}")
-    plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, "single")
+    if x.dtype.kind == "f" and w.dtype == np.int8:
+        y = _hybrid_dense(ctx, x.reshape(-1, depth), w)
+        return [y.reshape(*x.shape[:-1], units) if ctx.attr("keep_num_dims", False) else y]
+    plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, "single",
+                                                real_scale=True)
     rows = x.size // depth
     if plan.fast is not None and plan.fast.native is not None and rows <= _DENSE_ROWS and q_in is not None:
         acc = _native_dense(ctx, plan, x.reshape(rows, depth), q_in.zp)
     else:
         acc = _gemm(plan, _shifted_input(x.reshape(-1, depth), q_in, plan.in_dtype))
-    # LiteRT's reference FULLY_CONNECTED requantizes with one rounding (verified
-    # element by element against BUILTIN_REF, int8 per-channel and uint8).
+    # LiteRT's reference FULLY_CONNECTED requantizes 8-bit outputs with one rounding (verified
+    # element by element against BUILTIN_REF, int8 per-channel and uint8); 16x8 ones in double.
     y = _finish(ctx, acc, plan, "single")
     if ctx.attr("keep_num_dims", False):
         y = y.reshape(*x.shape[:-1], units)
@@ -347,3 +426,268 @@ def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.
     if zp_in:
         acc -= (zp_in * sums).astype(np.int32)
     return acc
+
+
+# -- transposed and 3-D convolutions ------------------------------------------------------------------
+
+
+def _same_pads(out: tuple[int, ...], kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
+               padding: int) -> tuple[int, ...]:
+    """Padding before each spatial dim of a transposed convolution, as LiteRT computes it: the
+    padding of the forward convolution of the *output* size (the odd pixel goes after)."""
+    return tuple(padding_before(o, k, s, d, output_size(o, k, s, d, padding))[0]
+                 for o, k, s, d in zip(out, kernel, strides, dilations, strict=True))
+
+
+def _scatter(products: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...], dilations: tuple[int, ...],
+             pads: tuple[int, ...], out: tuple[int, ...]) -> np.ndarray:
+    """Transposed convolution sums from ``products`` ``[N, *in, *kernel, O]`` (each input
+    position times each tap): tap ``t`` of input ``i`` lands on ``i·stride − pad + t·dilation``;
+    taps outside the output are dropped, as the reference kernels' bounds check does."""
+    n, rank = products.shape[0], len(kernel)
+    spatial = products.shape[1:1 + rank]
+    canvas = [max((i - 1) * s + (k - 1) * d + 1, p + o)
+              for i, k, s, d, p, o in zip(spatial, kernel, strides, dilations, pads, out, strict=True)]
+    acc = np.zeros((n, *canvas, products.shape[-1]), products.dtype)
+    for tap in np.ndindex(*kernel):
+        at = tuple(slice(t * d, t * d + (i - 1) * s + 1, s)
+                   for t, d, i, s in zip(tap, dilations, spatial, strides, strict=True))
+        acc[(slice(None), *at)] += products[(slice(None),) * (1 + rank) + tap]
+    return acc[(slice(None), *(slice(p, p + o) for p, o in zip(pads, out, strict=True)))]
+
+
+def _transposed(ctx: OpContext, taps: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
+                dilations: tuple[int, ...]) -> np.ndarray:
+    """A transposed convolution (TRANSPOSE_CONV, CONV_3D_TRANSPOSE): output shape from input 0,
+    weights ``taps`` as ``[*kernel, O, I]``, data input 2, optional bias input 3.
+
+    Float: float64 sums, bias, fused activation.  Integer (as LiteRT's reference kernels): exact
+    sums of ``(x − zp_in)·(w − zp_w)``, bias, requantized per output channel (int64 sums for
+    16-bit activations)."""
+    x, out_shape = ctx.x(2), tuple(int(v) for v in ctx.x(0).reshape(-1))
+    rank = len(kernel)
+    channels, depth = taps.shape[-2], taps.shape[-1]
+    if x.ndim != rank + 2 or len(out_shape) != rank + 2 or x.shape[-1] != depth \
+            or out_shape[0] != x.shape[0] or out_shape[-1] != channels:
+        raise ctx.error(f"input {list(x.shape)}, weights {list(taps.shape)} and output shape {list(out_shape)} "
+                        "do not fit together")
+    q_in, q_w = ctx.in_quant(2), ctx.in_quant(1)
+    integer = ctx.out_dtype().kind != "f"
+    if integer and (q_in is None or q_w is None or ctx.out_quant() is None):
+        raise ctx.error("integer tensors without quantization parameters")
+    if not integer and taps.dtype.kind != "f":
+        raise ctx.error("int8 weights with float activations (hybrid) are not implemented")
+    matrix = ctx.cache.get("taps")
+    if matrix is None:
+        matrix = _matrix(ctx, taps, q_w if integer else None, (-1, depth)).T  # [I, taps·O]
+        if ctx.in_value(1).const is not None:
+            ctx.cache["taps"] = matrix
+    shifted = _shifted_input(x, q_in if integer else None, np.float64)
+    products = (shifted.reshape(-1, depth) @ matrix).reshape(*x.shape[:-1], *kernel, channels)
+    pads = _same_pads(out_shape[1:-1], kernel, strides, dilations, int(ctx.attr("padding", PAD_SAME)))
+    acc = _scatter(products, kernel, strides, dilations, pads, out_shape[1:-1])
+    if not integer:
+        if ctx.has(3):
+            acc = acc + ctx.x(3).astype(np.float64)
+        return apply_activation(ctx, acc.astype(np.float32), ctx.out_dtype())
+    assert q_in is not None and q_w is not None
+    params = ctx.cache.get("multipliers")
+    if params is None:
+        q_out = ctx.out_quant()
+        assert q_out is not None
+        params = ctx.cache["multipliers"] = multipliers(q_in, q_w, q_out, channels,
+                                                        x.dtype == np.uint8 and q_w.scale.size == 1)
+    iacc = np.rint(acc).astype(np.int64)  # exact integers below 2^53
+    if ctx.has(3):
+        iacc += ctx.x(3).astype(np.int64)
+    return requantize(ctx, iacc, *params, ctx.rounding, accumulator(ctx, 2, 3))
+
+
+@kernel("TRANSPOSE_CONV", int16=True)
+def transpose_conv(ctx: OpContext) -> list[np.ndarray]:
+    """TRANSPOSE_CONV (inputs: output shape, OHWI weights, NHWC input, optional bias)."""
+    w = ctx.x(1)
+    if w.ndim != 4:
+        raise ctx.error(f"expected OHWI weights, got {list(w.shape)}")
+    strides = (int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1)))
+    return [_transposed(ctx, w.transpose(1, 2, 0, 3), w.shape[1:3], strides, (1, 1))]
+
+
+def _strides_3d(ctx: OpContext) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    return ((int(ctx.attr("stride_d", 1)), int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))),
+            (int(ctx.attr("dilation_d_factor", 1)), int(ctx.attr("dilation_h_factor", 1)),
+             int(ctx.attr("dilation_w_factor", 1))))
+
+
+@kernel("CONV_3D_TRANSPOSE")
+def conv_3d_transpose(ctx: OpContext) -> list[np.ndarray]:
+    """CONV_3D_TRANSPOSE (inputs: output shape, [KD, KH, KW, O, I] weights, NDHWC input,
+    optional bias), float as LiteRT's reference kernel."""
+    w = ctx.x(1)
+    if w.ndim != 5:
+        raise ctx.error(f"expected [KD, KH, KW, O, I] weights, got {list(w.shape)}")
+    if ctx.out_dtype().kind != "f":
+        raise ctx.error("only float32 is implemented (as LiteRT's reference kernel)")
+    strides, dilations = _strides_3d(ctx)
+    return [_transposed(ctx, w, w.shape[:3], strides, dilations)]
+
+
+@kernel("CONV_3D")
+def conv_3d(ctx: OpContext) -> list[np.ndarray]:
+    """CONV_3D (NDHWC input, [KD, KH, KW, I, O] weights, optional bias), float as LiteRT's
+    reference kernel: zero padding, one im2col GEMM in float64, bias, fused activation."""
+    x, w = ctx.x(0), ctx.x(1)
+    if ctx.out_dtype().kind != "f" or x.dtype.kind != "f":
+        raise ctx.error("only float32 is implemented (as LiteRT's reference kernel)")
+    if x.ndim != 5 or w.ndim != 5 or w.shape[3] != x.shape[4]:
+        raise ctx.error(f"input {list(x.shape)} and [KD, KH, KW, I, O] weights {list(w.shape)} do not fit")
+    strides, dilations = _strides_3d(ctx)
+    padding = int(ctx.attr("padding", PAD_SAME))
+    kernel_size = w.shape[:3]
+    spatial = x.shape[1:4]
+    out = tuple(output_size(i, k, s, d, padding)
+                for i, k, s, d in zip(spatial, kernel_size, strides, dilations, strict=True))
+    pads = [padding_before(i, k, s, d, o)[0] if padding == PAD_SAME else 0
+            for i, k, s, d, o in zip(spatial, kernel_size, strides, dilations, out, strict=True)]
+    canvas = [max((o - 1) * s + (k - 1) * d + 1, i + p)
+              for o, s, k, d, i, p in zip(out, strides, kernel_size, dilations, spatial, pads, strict=True)]
+    xp = np.zeros((x.shape[0], *canvas, x.shape[4]), np.float64)
+    xp[(slice(None), *(slice(p, p + i) for p, i in zip(pads, spatial, strict=True)))] = x
+    columns = np.empty((x.shape[0], *out, int(np.prod(kernel_size)), x.shape[4]), np.float64)
+    for t, tap in enumerate(np.ndindex(*kernel_size)):
+        columns[:, :, :, :, t] = xp[(slice(None), *(slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s
+                                                     in zip(tap, dilations, out, strides, strict=True)))]
+    acc = columns.reshape(-1, columns.shape[-2] * columns.shape[-1]) @ w.reshape(-1, w.shape[4]).astype(np.float64)
+    if ctx.has(2):
+        acc += ctx.x(2).astype(np.float64)
+    return [apply_activation(ctx, acc.reshape(x.shape[0], *out, w.shape[4]).astype(np.float32), ctx.out_dtype())]
+
+
+# -- prepare checks of the transposed and 3-D convolutions --------------------------------------------
+
+
+def _geometry_attrs(op: OpCheck, rank: int) -> tuple[list[int], list[int], int]:
+    """(strides, dilations, padding) of a 2-D (H, W) or 3-D (D, H, W) convolution, refusing bad ones."""
+    op.int_attr("fused_activation_function", 0, 0, 5)
+    axes = ("d", "h", "w")[3 - rank:]
+    strides = [op.int_attr(f"stride_{a}", 1, 1) for a in axes]
+    dilations = [op.int_attr(f"dilation_{a}_factor", 1, 1) for a in axes] if rank == 3 else [1] * rank
+    padding = op.int_attr("padding", PAD_SAME)
+    if padding not in (PAD_SAME, PAD_VALID):
+        raise op.fail(f"padding {padding} is neither SAME (0) nor VALID (1)")
+    return strides, dilations, padding
+
+
+def _bias_count(op: OpCheck, i: int, channels: int) -> None:
+    bias = op.shape(i) if op.has(i) else None
+    if bias is not None and math.prod(bias) != channels:
+        raise op.fail(f"bias of shape {list(bias)} does not have {channels} values")
+
+
+def _transposed_rule(op: OpCheck, layout: str) -> list[Shape]:
+    """TRANSPOSE_CONV (``layout`` "OHWI") / CONV_3D_TRANSPOSE ("DHWOI"): shapes from the output-shape input."""
+    for i, what in enumerate(("output shape", "weights", "input")):
+        op.need(i, what)
+    rank = len(layout) - 2
+    strides, dilations, padding = _geometry_attrs(op, rank)
+    w, x, out = op.rank(1, rank + 2), op.rank(2, rank + 2), op.ints(0, "output shape")
+    if w is None:
+        return [None]
+    channels, depth = (w[0], w[3]) if layout == "OHWI" else (w[3], w[4])
+    kernel_size = w[1:3] if layout == "OHWI" else w[:3]
+    _bias_count(op, 3, channels)
+    if x is None or out is None:
+        return [None]
+    if len(out) != rank + 2 or any(d < 1 for d in out) or out[0] != x[0] or out[-1] != channels \
+            or x[-1] != depth:
+        raise op.fail(f"output shape {out}, weights {list(w)} and input {list(x)} do not fit together")
+    if rank == 3:  # LiteRT's Prepare: the forward convolution of the output must give the input
+        forward = [output_size(o, k, s, d, padding)
+                   for o, k, s, d in zip(out[1:-1], kernel_size, strides, dilations, strict=True)]
+        if forward != list(x[1:-1]):
+            raise op.fail(f"output shape {out} does not give back the input {list(x)} under strides {strides}")
+    check_size("its tap products", (*x[:-1], math.prod(kernel_size), channels), 8, op.too_large)
+    return [tuple(out)]
+
+
+@prepare_rule("TRANSPOSE_CONV", arity=(3, 4))
+def _transpose_conv_rule(op: OpCheck) -> list[Shape]:
+    return _transposed_rule(op, "OHWI")
+
+
+@prepare_rule("CONV_3D_TRANSPOSE", arity=(3, 4))
+def _conv_3d_transpose_rule(op: OpCheck) -> list[Shape]:
+    return _transposed_rule(op, "DHWOI")
+
+
+@prepare_rule("CONV_3D", arity=(2, 3))
+def _conv_3d_rule(op: OpCheck) -> list[Shape]:
+    op.need(0, "input")
+    op.need(1, "filter")
+    strides, dilations, padding = _geometry_attrs(op, 3)
+    x, w = op.rank(0, 5), op.rank(1, 5)
+    if w is not None:
+        _bias_count(op, 2, w[4])
+    if x is None or w is None:
+        return [None]
+    if w[3] != x[4]:
+        raise op.fail(f"filter {list(w)} has {w[3]} input channels, the input {list(x)} has {x[4]}")
+    out = [output_size(i, k, s, d, padding) for i, k, s, d in zip(x[1:4], w[:3], strides, dilations, strict=True)]
+    if any(o < 1 for o in out):
+        raise op.fail(f"its {w[0]}x{w[1]}x{w[2]} window does not fit the input {list(x)}")
+    check_size("its im2col buffer", (x[0], *out, w[0] * w[1] * w[2], x[4]), 8, op.too_large)
+    return [(x[0], *out, w[4])]
+
+
+def _quantized_rows(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row of float ``x`` quantized to int8 as LiteRT's hybrid kernels do at run time:
+    ``(q, scaling factor (float32), offset)`` per row.
+
+    Asymmetric (``asymmetric_quantize_inputs``): ``[min(0, lo), max(0, hi)]`` onto [-128, 127],
+    the scale and zero point in double (the zero point from whichever end errs less, rounded,
+    clamped), then ``q = round(zp + x·float32(1/scale))`` in float32.  Symmetric: ``scale =
+    max|x| / 127``, ``q = round(x·(127 / max|x|))`` clamped to ±127, offset 0.  An all-zero row
+    quantizes to zeros with scale 1."""
+    if ctx.attr("asymmetric_quantize_inputs", False):
+        lo = np.minimum(0.0, x.min(axis=1)).astype(np.float64)
+        hi = np.maximum(0.0, x.max(axis=1)).astype(np.float64)
+        flat = lo == hi
+        scale = np.where(flat, 1.0, (hi - lo) / 255.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            from_min, from_max = -128.0 - lo / scale, 127.0 - hi / scale
+            use_min = 128.0 + np.abs(lo / scale) < 127.0 + np.abs(hi / scale)
+        zp_real = np.where(use_min, from_min, from_max)
+        offset = np.where(zp_real <= -128.0, -128, np.where(zp_real >= 127.0, 127,
+                                                             round_half_away(zp_real).astype(np.int64)))
+        offset = np.where(flat, 0, offset).astype(np.int64)
+        factor = scale.astype(np.float32)
+        inverse = np.float32(1.0) / factor
+        q = round_half_away(offset[:, None].astype(np.float32) + x * inverse[:, None])
+        q = np.clip(q, -128, 127).astype(np.int64)
+        return np.where(flat[:, None], 0, q), factor, offset
+    bound = np.maximum(np.abs(x.min(axis=1)), np.abs(x.max(axis=1))).astype(np.float32)
+    flat = bound == 0
+    safe = np.where(flat, np.float32(1), bound)
+    factor = np.where(flat, np.float32(1), safe / np.float32(127)).astype(np.float32)
+    q = np.clip(round_half_away(x * (np.float32(127) / safe)[:, None]), -127, 127).astype(np.int64)
+    return np.where(flat[:, None], 0, q), factor, np.zeros(len(x), np.int64)
+
+
+def _hybrid_dense(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """FULLY_CONNECTED with int8 weights and float activations (dynamic-range quantization), as
+    LiteRT's hybrid kernel: each input row quantized (:func:`_quantized_rows`), exact int32 dot
+    products with the weights minus ``offset·Σ_k w[n, k]``, scaled by ``float32(row scale ·
+    s_w[n])`` and added to the bias in float32, then the fused activation."""
+    q_w = ctx.in_quant(1)
+    if q_w is None:
+        raise ctx.error("int8 weights without quantization parameters")
+    rows = x.astype(np.float32)
+    q, factor, offset = _quantized_rows(ctx, rows)
+    weights = w.astype(np.int64)
+    dot = q @ weights.T - offset[:, None] * weights.sum(axis=1)[None, :]
+    sw = q_w.scale.astype(np.float32).reshape(-1)
+    scale = (factor[:, None] * np.broadcast_to(sw, (w.shape[0],))[None, :]).astype(np.float32)
+    y = dot.astype(np.int32).astype(np.float32) * scale
+    if ctx.has(2):
+        y = ctx.x(2).astype(np.float32) + y
+    return apply_activation(ctx, y.astype(np.float32), ctx.out_dtype())
