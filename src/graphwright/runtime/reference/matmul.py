@@ -1,0 +1,72 @@
+"""BATCH_MATMUL, float and integer, as LiteRT's reference kernel.
+
+``out[..., i, j] = Σ_k op(x)[..., i, k]·op(y)[..., k, j]`` with ``op`` the transpose of the
+last two dims when ``adj_x`` / ``adj_y`` is set and the batch dims (up to 3, rank ≤ 5)
+broadcast.  Integer maths::
+
+    acc = Σ_k (x − zp_x)·(y − zp_y)                 int32 (int8), int64 (int16)
+    out = clamp(MBQM(acc, m, shift) + zp_out)         M = float32(s_x·s_y) / s_out
+
+The sums run as one float64 ``matmul`` (exact: every sum is an integer below 2^53) and
+the int32 accumulator wraps as C's does; int16 operands use the int64 requantization.
+Cost: O(batch·rows·depth·columns).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import OpContext, kernel
+from .conv import legacy_multiplier, requantize
+from .prepare import OpCheck, Shape, prepare_rule
+
+#: LiteRT's BATCH_MATMUL handles operands up to rank 5 (3 batch dims)
+_MAX_RANK = 5
+
+
+def _operand(ctx: OpContext, i: int, adjoint: bool) -> np.ndarray:
+    a = ctx.x(i)
+    return np.swapaxes(a, -1, -2) if adjoint else a
+
+
+@kernel("BATCH_MATMUL", int16=True)
+def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
+    a = _operand(ctx, 0, bool(ctx.attr("adj_x", False)))
+    b = _operand(ctx, 1, bool(ctx.attr("adj_y", False)))
+    dtype = ctx.out_dtype()
+    if dtype.kind == "f":
+        if a.dtype.kind != "f" or b.dtype.kind != "f":
+            raise ctx.error("int8 operands with float output (hybrid) are not implemented")
+        return [np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(dtype)]
+    q_a, q_b, q_out = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
+    if q_a is None or q_b is None or q_out is None:
+        raise ctx.error("integer tensors without quantization parameters")
+    if q_b.scale.size != 1:
+        raise ctx.error("per-channel quantized operands are not implemented")
+    params = ctx.cache.get("multiplier")
+    if params is None:
+        params = ctx.cache["multiplier"] = legacy_multiplier(q_a.s, q_b, q_out.s, 1)
+    acc = np.matmul(a.astype(np.float64) - q_a.zp, b.astype(np.float64) - q_b.zp)
+    kind = "int64" if a.dtype == np.int16 else "int32"
+    return [requantize(ctx, np.rint(acc).astype(np.int64), *params, ctx.rounding, kind)]
+
+
+@prepare_rule("BATCH_MATMUL", arity=(2, 2))
+def _batch_matmul_rule(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    op.need(1)
+    a, b = op.shape(0), op.shape(1)
+    if a is None or b is None:
+        return [None]
+    if not 2 <= len(a) <= _MAX_RANK or not 2 <= len(b) <= _MAX_RANK:
+        raise op.fail(f"operands {list(a)} and {list(b)} must have rank 2 to {_MAX_RANK}")
+    rows, depth = (a[-1], a[-2]) if op.attr("adj_x", False) else (a[-2], a[-1])
+    inner, columns = (b[-1], b[-2]) if op.attr("adj_y", False) else (b[-2], b[-1])
+    if depth != inner:
+        raise op.fail(f"operands {list(a)} and {list(b)} (adj_x={bool(op.attr('adj_x', False))}, "
+                      f"adj_y={bool(op.attr('adj_y', False))}) do not share an inner dimension")
+    try:
+        batch = np.broadcast_shapes(a[:-2], b[:-2])
+    except ValueError:
+        raise op.fail(f"batch dims of operands {list(a)} and {list(b)} do not broadcast") from None
+    return [(*batch, rows, columns)]
