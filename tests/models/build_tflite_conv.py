@@ -5,13 +5,14 @@ Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
 
 Models (each ``<model>_<mode>``):
 
-* ``convs``: TRANSPOSE_CONV (SAME stride 2 with bias, VALID stride 2x1 without, fused ReLU),
+* ``convs``: TRANSPOSE_CONV (SAME stride 2 with bias, VALID stride 2x1 without),
   CONV_2D, DEPTHWISE_CONV_2D (multiplier 2), FULLY_CONNECTED on a rank-3 input
   (keep_num_dims) and on a flat one, batch 2;
 * ``matmul``: BATCH_MATMUL of two variable operands — batch dims broadcast (rank 4 against
   rank 3, rank 5), adj_x / adj_y, rank 2 — and against constant right-hand sides;
 * ``conv3d_float``: CONV_3D (SAME with strides and ReLU, VALID) and CONV_3D_TRANSPOSE
   (SAME stride 2, VALID) — LiteRT has these in float only;
+* ``tconv_int8``: TRANSPOSE_CONV alone (the tests make a legacy uint8 model from it);
 * ``hybrid_float``: dynamic-range quantization (int8 weights, float activations) of a
   FULLY_CONNECTED, as the converter makes it without a representative dataset.
 """
@@ -29,13 +30,14 @@ from ._info import ModelInfo
 from ._keras_common import randomize_keras_model
 from ._tflite_common import SEED, Spec, build_converted
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 
 NAMES = (
     "convs_float", "convs_int8", "convs_int16x8",
     "matmul_float", "matmul_int8", "matmul_int16x8",
     "conv3d_float",
     "hybrid_float",
+    "tconv_int8",
 )
 L = keras.layers
 
@@ -43,7 +45,7 @@ L = keras.layers
 def _convs() -> tuple[keras.Model, list[Spec]]:
     x = keras.Input((5, 6, 3), batch_size=2, name="image")
     a = L.Conv2DTranspose(4, 3, strides=2, padding="same", name="tconv_same")(x)
-    b = L.Conv2DTranspose(3, (2, 3), strides=(2, 1), padding="valid", use_bias=False, activation="relu",
+    b = L.Conv2DTranspose(3, (2, 3), strides=(2, 1), padding="valid", use_bias=False,
                           name="tconv_valid")(a)
     c = L.Conv2D(5, 3, strides=2, padding="same", activation="relu6", name="conv")(b)
     d = L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", name="dw")(c)
@@ -51,6 +53,13 @@ def _convs() -> tuple[keras.Model, list[Spec]]:
     e = L.Dense(7, activation="relu", name="dense_rank3")(rows)  # FULLY_CONNECTED keep_num_dims
     f = L.Dense(4, name="dense_flat")(L.Flatten(name="flat")(e))
     return keras.Model(x, [b, f], name="convs"), [Spec((2, 5, 6, 3))]
+
+
+def _tconv() -> tuple[keras.Model, list[Spec]]:
+    x = keras.Input((4, 5, 3), batch_size=2, name="image")
+    a = L.Conv2DTranspose(4, 3, strides=2, padding="same", name="tconv_same")(x)
+    b = L.Conv2DTranspose(3, (3, 2), strides=(1, 2), padding="valid", use_bias=False, name="tconv_valid")(a)
+    return keras.Model(x, b, name="tconv"), [Spec((2, 4, 5, 3))]
 
 
 def _matmul() -> tuple[Any, list[Spec]]:
@@ -103,6 +112,6 @@ def _randomized(make: Any) -> Any:
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     kind = name.rsplit("_", 1)[0]
-    makers = {"convs": _convs, "matmul": _matmul, "conv3d": _conv3d, "hybrid": _hybrid}
+    makers = {"tconv": _tconv, "convs": _convs, "matmul": _matmul, "conv3d": _conv3d, "hybrid": _hybrid}
     options = {"configure": _dynamic_range} if kind == "hybrid" else {}
     return build_converted("tflite_conv", name, _randomized(makers[kind]), model_path, reference_path, **options)
