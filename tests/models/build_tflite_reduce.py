@@ -7,7 +7,7 @@ Models (each ``<model>_<mode>``):
 
 * ``reduce``: a rank-4 batch-2 activation reduced by SUM, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD
   and MEAN over single, negative, multiple and all axes, with and without keep_dims; ARG_MAX /
-  ARG_MIN (int32 and int64 indices) and TOPK_V2 on a rectified copy (ties); a rank-3 and a
+  ARG_MIN (int32 and int64 indices) and TOPK_V2 on a rectified copy (ties) and on an input; a rank-3 and a
   rank-5 input; average and max pooling.
 * ``ints_float``: int32 / int64 / bool tensors: SUM, REDUCE_MAX/MIN/PROD, REDUCE_ANY/ALL,
   ARG_MAX/ARG_MIN, TOPK_V2 and CUMSUM (plain, exclusive, reverse).
@@ -23,7 +23,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted
 
-BUILDER_VERSION = 7
+BUILDER_VERSION = 8
 
 NAMES = ("reduce_float", "reduce_int8", "reduce_int16x8", "sums_int8", "sums_int16x8", "ints_float", "cumsum_float")
 FAMILY = "tflite_reduce"
@@ -57,7 +57,8 @@ def _reduce(quantized: bool, selections: bool) -> tuple[object, list[Spec]]:
             ties = tf.nn.relu(a - 0.5)  # many zeros: ties
             outs += [tf.math.argmax(ties, axis=-1, output_type=tf.int32),
                      tf.math.argmin(ties, axis=1, output_type=tf.int64),
-                     tf.math.top_k(tf.reshape(ties, (2, 60)), k=7).values]
+                     tf.math.top_k(tf.reshape(ties, (2, 60)), k=7).values,
+                     tf.math.argmax(y, axis=1, output_type=tf.int32), tf.math.top_k(y, k=3).indices]
         return tuple(outs)
 
     return model, specs

@@ -8,12 +8,16 @@ TFLite Micro computes the reference kernel's integer formula, bit for bit).
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from graphwright.errors import VerificationError
-from graphwright.formats import load
-from graphwright.ir import Tensor
+from graphwright.formats import load, save
+from graphwright.ir import QuantParams, Tensor
+from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 
@@ -48,12 +52,53 @@ def test_every_operator_output_matches_the_oracle(name: str) -> None:
 
 
 def test_quantized_types_are_what_the_modes_promise() -> None:
-    """The int8 and 16x8 models really run quantized reductions (not float islands)."""
+    """The int8 and 16x8 models really run each operator on quantized tensors (not only float islands)."""
     for name, dtype in (("reduce_int8", "int8"), ("reduce_int16x8", "int16"), ("sums_int16x8", "int16")):
         graph = load(get_model(FAMILY, name).path).graph
-        for node in graph:
-            if node.op in OPS[name]:
-                assert node.outputs[0].dtype.value in (dtype, "int32", "int64"), (name, node.op)
+        quantized = {node.op for node in graph if node.inputs[0].dtype.value == dtype}
+        assert OPS[name] <= quantized, (name, sorted(OPS[name] - quantized))
+
+
+@pytest.mark.parametrize("name", ["reduce_int8", "reduce_int16x8"])
+def test_mean_with_equal_scales_still_requantizes(name: str, tmp_path: Path) -> None:
+    """MEAN whose output has its input's scale and zero point: LiteRT rounds ``Σx/n`` through
+    the folded multiplier (no truncating shortcut) — the same integers here."""
+    info = get_model(FAMILY, name)
+    model = load(info.path)
+    for node in model.graph:
+        if node.op == "MEAN":
+            q = node.inputs[0].quant
+            node.outputs[0].quant = QuantParams(q.scale, q.zero_point)
+    path = tmp_path / f"{name}_same_scale.tflite"
+    save(model, path)
+    assert assert_matches_reference(replace(info, path=path)) > 0
+
+
+@pytest.mark.parametrize("name", ["reduce_float", "cumsum_float"])
+def test_nan_and_infinite_inputs_as_litert(name: str) -> None:
+    """Inputs with NaN and ±inf (one run with a NaN first): every operator reading a graph input
+    (reductions, pools, ARG_MAX, TOPK_V2, CUMSUM) gives LiteRT's values — NaNs where it has
+    them, ±FLT_MAX where it clamps."""
+    info = get_model(FAMILY, name)
+    interp = Interpreter(info.path)
+    graph_inputs = set(interp.graph.inputs)
+    direct = [node for node in interp.graph if node.inputs[0] in graph_inputs and node.op in OPS[name]]
+    names = [v.name for node in direct for v in node.outputs]
+    for seed in range(2, 6):
+        feeds = feeds_for(info, seed)
+        rng = np.random.default_rng(seed)
+        for array in feeds.values():
+            flat = array.reshape(-1)
+            flat[rng.choice(flat.size, 6, replace=False)] = [np.nan, np.nan, np.inf, np.inf, -np.inf, -np.inf]
+            flat[0] = np.nan if seed == 5 else flat[0]
+        mine = interp.trace(feeds)
+        theirs = execute(info.path, dict(feeds), Job(backend="litert-ref", outputs=names)).outputs
+        for node in direct:
+            for v in node.outputs:
+                a, b = mine[v.name], theirs[v.name]
+                where = f"{name} seed {seed}: {node.op} {v.name!r}"
+                np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=where)
+                np.testing.assert_allclose(a[~np.isnan(b)], b[~np.isnan(b)], rtol=1e-5, err_msg=where)
 
 
 def test_ties_pick_the_first_index() -> None:

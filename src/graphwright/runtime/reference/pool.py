@@ -3,14 +3,15 @@
 Average pool (integer): ``y = (Σ x + count/2) / count`` for positive sums,
 ``(Σ x − count/2) / count`` otherwise (C division truncates: rounding half away
 from zero), where ``count`` is the number of in-image taps.  Max pool takes the
-max over in-image taps.  Both clamp to the fused activation.  O(N·OH·OW·KH·KW·C).
+max over in-image taps (floats: NaNs never win, as C's ``std::max`` from ``lowest()``).
+Both clamp to the fused activation — floats to finite bounds, ``±FLT_MAX`` without one
+(LiteRT's CalculateActivationRange), so an infinite average or max comes out as ``±FLT_MAX``.  O(N·OH·OW·KH·KW·C).
 
-MEAN (integer), as LiteRT's reference kernels (with or without keep_dims):
-
-* same scale and zero point in and out: ``Σx / n`` (C division, truncating).
-* otherwise: ``MBQM(Σx − zp_in·n, M/n) + zp_out`` where ``M = s_in/s_out`` and
-  ``1/n`` is folded into the multiplier: ``k = min(⌊log2 n⌋, 32, 31 + shift)``,
-  ``m' = (m·2^k) // n``, ``shift' = shift − k``.
+MEAN (integer: int8, uint8, int16 with zero points 0), as LiteRT's reference kernels over
+any axes, with or without keep_dims, whatever the scales (equal ones too):
+``MBQM(Σx − zp_in·n, M/n) + zp_out`` where ``M = s_in/s_out`` and ``1/n`` is folded
+into the multiplier (:func:`.fixedpoint.fold_divisor`).  Pooling runs int16 with the
+same formulas as int8 (LiteRT's 16x8 pooling kernels are the int8 ones widened).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 from ._common import (
     PAD_SAME,
     OpContext,
-    apply_activation,
+    activation_range,
     clamp_cast,
     ints,
     kernel,
@@ -30,7 +31,7 @@ from ._common import (
     padding_before,
     type_range,
 )
-from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
+from .fixedpoint import fold_divisor, multiply_by_quantized_multiplier, quantize_multiplier
 from .jit import kernels
 from .requant import FastRequant
 
@@ -67,7 +68,7 @@ def average_pool_2d(ctx: OpContext) -> list[np.ndarray]:
         taps, mask = _pool_taps(ctx, x.astype(np.float32), 0.0)
         count = mask.sum(axis=-1).astype(np.float32)[None, :, :, None]
         total = taps.sum(axis=3, dtype=np.float32)
-        return [apply_activation(ctx, total / count, dtype)]
+        return [_float_activation(ctx, total / count, dtype)]
     taps, mask = _pool_taps(ctx, x.astype(np.int64), 0)
     count = mask.sum(axis=-1).astype(np.int64)[None, :, :, None]
     total = taps.sum(axis=3)
@@ -77,15 +78,22 @@ def average_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     return [clamp_cast(ctx, avg, dtype)]
 
 
+def _float_activation(ctx: OpContext, y: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Clamp a float pool output to its fused activation, within ``±FLT_MAX``."""
+    big = float(np.finfo(np.float32).max)
+    lo, hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype)
+    return np.clip(y, max(lo, -big), min(hi, big)).astype(dtype)
+
+
 @kernel("MAX_POOL_2D", int16=True)
 def max_pool_2d(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    low = np.finfo(x.dtype).min if x.dtype.kind == "f" else np.iinfo(x.dtype).min
     taps, _ = _pool_taps(ctx, x, low)
-    y = taps.max(axis=3)
+    y = np.fmax.reduce(taps, axis=3, initial=low)  # fmax: a NaN tap never wins
     if dtype.kind == "f":
-        return [apply_activation(ctx, y, dtype)]
+        return [_float_activation(ctx, y, dtype)]
     return [clamp_cast(ctx, y.astype(np.int64), dtype)]
 
 
@@ -103,9 +111,7 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
     derived = ctx.cache.get(key)  # depends on the quantization and n only: once per operator and size
     if derived is None:
         derived = ctx.cache[key] = _mean_requantization(ctx, n, dtype)
-    same, m, shift, zp_in, zp_out, lo, hi, fast = derived
-    if same:
-        return [(np.sign(total) * (np.abs(total) // n)).astype(dtype)]
+    m, shift, zp_in, zp_out, lo, hi, fast = derived
     if fast is not None:
         if _middle_run(x, axes) and ctx.in_value(1).const is not None:  # later runs: two compiled passes
             ctx.cache["compiled"] = (x.shape, x.dtype, _mean_runner(x, axes, keep, fast, dtype))  # see interpreter
@@ -150,20 +156,17 @@ def _mean_runner(x: np.ndarray, axes: list[int], keep: bool, fast: FastRequant |
 
 
 def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype
-                         ) -> tuple[bool, int, int, int, int, int, int, FastRequant | None]:
-    """(same quantization in and out, m, shift with 1/n folded in, zp_in, zp_out, lo, hi,
-    the compiled requantizer of ``total − zp_in·n`` when ``ctx.jit``) of a quantized MEAN."""
+                         ) -> tuple[int, int, int, int, int, int, FastRequant | None]:
+    """(m, shift with 1/n folded in, zp_in, zp_out, lo, hi, the compiled requantizer of
+    ``total − zp_in·n`` when ``ctx.jit``) of a quantized MEAN."""
     q_in, q_out = ctx.in_quant(0), ctx.out_quant()
     if q_in is None or q_out is None:
         raise ctx.error("integer tensors without quantization parameters")
     lo, hi = type_range(dtype)
-    same = q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s)
-    m, shift = quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s))))
-    k = min(n.bit_length() - 1, 32, 31 + shift)  # fold 1/n into the multiplier
-    m, shift = (m << k) // n, shift - k
+    m, shift = fold_divisor(*quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s)))), n)
     fast = None
     if ctx.jit and abs(n) < 1 << 23:  # |total − zp_in·n| ≤ 255·n < 2^31, as the compiled loop needs
         fast = FastRequant.build(bias=np.array([-q_in.zp * n]), m=np.array([m]), shift=np.array([shift]),
                                  zp=q_out.zp, lo=lo, hi=hi, rounding=ctx.rounding, acc_dtype=np.float64,
                                  out_dtype=dtype, native=True)
-    return same, m, shift, q_in.zp, q_out.zp, lo, hi, fast
+    return m, shift, q_in.zp, q_out.zp, lo, hi, fast
