@@ -1,6 +1,7 @@
-"""The fused recurrent operators (UNIDIRECTIONAL_SEQUENCE_LSTM) against LiteRT's reference kernels:
-every operator output of the ``tflite_sequence`` corpus, and the recurrent state, which the
-operator keeps in variable tensors from one run to the next as LiteRT does."""
+"""The fused recurrent operators (UNIDIRECTIONAL_SEQUENCE_LSTM, float32 and full-integer) against
+LiteRT's reference kernels: every operator output of the ``tflite_sequence`` corpus, the recurrent
+state, which the operator keeps in variable tensors from one run to the next as LiteRT does, and
+the refusal of what LiteRT leaves undefined."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 from ai_edge_litert.interpreter import OpResolverType
 
+from graphwright.errors import VerificationError
 from graphwright.formats import load
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
@@ -55,3 +57,15 @@ def test_state_carries_over_runs_and_resets(name: str) -> None:
             np.testing.assert_array_equal(got, expected)
         results.append(got)
     assert not np.array_equal(results[1], results[2]), "the second run of the same input did not see the state"
+
+
+def test_a_cell_scale_litert_leaves_undefined_is_refused_in_one_line() -> None:
+    """Below 2^-15 LiteRT's integer LSTM leaves tanh(cell) unwritten: refused when the interpreter is built."""
+    model = load(get_model("tflite_sequence", "lstm_int8").path)
+    cell = next(n for n in model.graph if n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM").inputs[19]
+    assert cell is not None and cell.quant is not None
+    cell.quant.scale = np.asarray([2.0 ** -17], np.float32)
+    with pytest.raises(VerificationError, match=r"cell state's scale .* not a power of two from 2\^-15 to 2\^-9") \
+            as caught:
+        Interpreter(model)
+    assert "\n" not in str(caught.value)
