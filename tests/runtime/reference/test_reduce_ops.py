@@ -22,6 +22,7 @@ from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 
 from ._oracle import assert_matches_reference, feeds_for
+from .uint8_models import write_uint8_model
 
 pytestmark = pytest.mark.slow
 
@@ -99,6 +100,26 @@ def test_nan_and_infinite_inputs_as_litert(name: str) -> None:
                 where = f"{name} seed {seed}: {node.op} {v.name!r}"
                 np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=where)
                 np.testing.assert_allclose(a[~np.isnan(b)], b[~np.isnan(b)], rtol=1e-5, err_msg=where)
+
+
+@pytest.mark.parametrize("name", ["reduce_int8", "sums_int8"])
+def test_legacy_uint8(name: str, tmp_path: Path) -> None:
+    """The int8 models made uint8 (``q + 128``; REDUCE_PROD dropped: LiteRT multiplies quantized
+    int8/int16 only): SUM, MEAN, REDUCE_MAX/MIN, ARG_MAX/ARG_MIN, TOPK_V2 and pools identical to
+    LiteRT's reference kernels (whose SUM reads uint8 correctly)."""
+    info = get_model(FAMILY, name)
+    model = load(info.path)
+    graph = model.graph
+    prods = [node for node in graph if node.op == "REDUCE_PROD"]
+    dropped = {node.outputs[0] for node in prods}
+    graph.remove(prods, force=True)
+    graph.set_outputs([v for v in graph.outputs if v not in dropped])
+    save(model, tmp_path / "int8.tflite")
+    path = write_uint8_model(tmp_path / "int8.tflite", tmp_path / "uint8.tflite")
+    assert {"UINT8"} <= {node.inputs[0].dtype.name for node in load(path).graph if node.op in OPS[name]}
+    legacy = replace(info, path=path, outputs=[v.name for v in graph.outputs], input_dtype="uint8",
+                     input_dtypes=dict.fromkeys(info.inputs, "uint8"))
+    assert assert_matches_reference(legacy) > 0
 
 
 def test_ties_pick_the_first_index() -> None:
