@@ -6,22 +6,30 @@ Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
 
 Models (``<model>_<mode>``):
 
-* ``index_<mode>`` (float / int8 / int16x8): on a batch-2 rank-4 input and a rank-5 one:
-  SLICE (size −1), SPLIT (negative axis), SPLIT_V (a −1 size), UNPACK (negative axis), GATHER
-  (int32 and int64 indices, negative axis, batch_dims 1), GATHER_ND, SCATTER_ND (repeated
-  indices add up), DEPTH_TO_SPACE, SPACE_TO_DEPTH, MIRROR_PAD (REFLECT, and SYMMETRIC on rank 5),
-  BROADCAST_TO (rank 5), FILL, REVERSE_V2 (two axes, a negative one), WHERE, SPACE_TO_BATCH_ND,
-  BATCH_TO_SPACE_ND and the layout operators RESHAPE, SQUEEZE, PAD, PADV2, CONCATENATION (of
-  differently scaled inputs), TRANSPOSE, STRIDED_SLICE, TILE, PACK, RESIZE_BILINEAR (three
-  coordinate conventions), RESIZE_NEAREST_NEIGHBOR.  Index inputs are model inputs kept in range.
-  Float only: REVERSE_SEQUENCE (LiteRT has no int8 kernel; int16 is in ``direct_int16x8``),
-  RANGE (int32 and float), ZEROS_LIKE, ones_like (BROADCAST_TO: TFLite has no ONES_LIKE); SCATTER_ND not in int16x8
-  (no int16 kernel).
-* ``direct_float`` / ``direct_int16x8``: flatbuffers written with the schema's object API, for
-  what the converter never emits: EMBEDDING_LOOKUP (float rows; int8 rows into float, per-tensor
-  and per-row scales; uint8 rows; int64 rows), RANK, ZEROS_LIKE on float32, int32 and int64; in
-  int16: REVERSE_SEQUENCE (batch axis before and after the sequence axis), EMBEDDING_LOOKUP,
-  GATHER with int16 indices, UNPACK, SPLIT.
+* ``index_<mode>`` (float / int8 / int16x8): on batch-2 rank-4 inputs of different ranges and a
+  rank-5 one: SLICE (size −1), SPLIT (negative axis), SPLIT_V (a −1 size), UNPACK (negative axis),
+  GATHER (int32 and int64 indices, negative axis, batch_dims 1), GATHER_ND, MIRROR_PAD (REFLECT,
+  and SYMMETRIC on rank 5), BROADCAST_TO (rank 5), FILL, REVERSE_V2 (two axes, a negative one),
+  SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND and the layout operators RESHAPE, PAD, CONCATENATION and
+  PACK (of differently scaled inputs: the converter gives them one scale in int8 and requantizes
+  them with QUANTIZE in int16, so int16 takes one input twice), TRANSPOSE, STRIDED_SLICE,
+  RESIZE_BILINEAR (three coordinate conventions), RESIZE_NEAREST_NEIGHBOR.  Index inputs are model
+  inputs, fed in range.  Left out where LiteRT or the converter cannot:
+
+  - not int16x8 (no 16x8 quantization in the converter; it leaves PADV2's value float):
+    SCATTER_ND (repeated indices add up), SPACE_TO_DEPTH, WHERE, PADV2;
+  - not int8: TILE (BUILTIN_REF loads versions 1-2, the converter's int8 one is 3);
+  - float only: DEPTH_TO_SPACE (BUILTIN_REF loads version 1 only), REVERSE_SEQUENCE (no int8
+    kernel), RANGE (int32 and float), ZEROS_LIKE, ones_like (BROADCAST_TO: no ONES_LIKE builtin).
+
+* ``direct_float`` / ``direct_int16x8``: flatbuffers written with the schema's object API (every
+  operator tagged version 1, which BUILTIN_REF loads; its kernels dispatch on the tensor type),
+  for what the converter does not emit: EMBEDDING_LOOKUP (float rows; int8 rows into float, per
+  tensor and per row; uint8 rows; int64 rows), RANK, ZEROS_LIKE on float32, int32 and int64, and
+  int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model); in
+  both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
+  axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
+  SPLIT, PADV2 (an int16 value).  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
 """
 
 from __future__ import annotations
@@ -38,35 +46,40 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 6
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
 
-_LAYOUT = ("RESHAPE", "SQUEEZE", "PAD", "PADV2", "CONCATENATION", "TRANSPOSE", "STRIDED_SLICE", "TILE",
+_LAYOUT = ("RESHAPE", "PAD", "CONCATENATION", "TRANSPOSE", "STRIDED_SLICE",
            "PACK", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
-_INDEX = ("SLICE", "SPLIT", "SPLIT_V", "UNPACK", "GATHER", "GATHER_ND", "DEPTH_TO_SPACE", "SPACE_TO_DEPTH",
-          "MIRROR_PAD", "BROADCAST_TO", "FILL", "REVERSE_V2", "WHERE")
+_INDEX = ("SLICE", "SPLIT", "SPLIT_V", "UNPACK", "GATHER", "GATHER_ND", "MIRROR_PAD", "BROADCAST_TO", "FILL",
+          "REVERSE_V2")
+#: what the converter cannot quantize to 16x8
+_NOT_16X8 = ("SCATTER_ND", "SPACE_TO_DEPTH", "WHERE", "PADV2")
 
 #: the operators each model must hold (the tests assert it, so a converter change cannot drop one silently)
 EXPECTED_OPS = {
-    "index_float": (*_INDEX, *_LAYOUT, "SCATTER_ND", "REVERSE_SEQUENCE", "RANGE", "ZEROS_LIKE"),
-    "index_int8": (*_INDEX, *_LAYOUT, "SCATTER_ND"),
-    "index_int16x8": (*_INDEX, *_LAYOUT),
-    "direct_float": ("EMBEDDING_LOOKUP", "RANK", "ZEROS_LIKE"),
-    "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT"),
+    "index_float": (*_INDEX, *_LAYOUT, *_NOT_16X8, "TILE", "DEPTH_TO_SPACE", "REVERSE_SEQUENCE", "RANGE", "ZEROS_LIKE"),
+    "index_int8": (*_INDEX, *_LAYOUT, *_NOT_16X8),
+    "index_int16x8": (*_INDEX, *_LAYOUT, "TILE"),
+    "direct_float": ("EMBEDDING_LOOKUP", "RANK", "ZEROS_LIKE", "SQUEEZE", "EXPAND_DIMS", "DEPTH_TO_SPACE", "TILE",
+                     "UNPACK"),
+    "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT", "PADV2", "SQUEEZE",
+                       "EXPAND_DIMS"),
 }
 
 #: x: batch-2 image; v5: rank 5; then index inputs, each in the range its operator accepts
-_SPECS = (Spec((2, 6, 8, 4)), Spec((2, 3, 1, 4, 2), low=-2.0, high=2.0), Spec((3,), "int32", 0, 6),
-          Spec((2,), "int64", 0, 4), Spec((2, 3), "int32", 0, 8), Spec((3, 2), "int32", 0, 2),
-          Spec((2,), "int32", 0, 9), Spec((), "int32", 1, 12))
+_SPECS = (Spec((2, 6, 8, 4)), Spec((2, 6, 8, 4), low=-3.0, high=3.0), Spec((2, 3, 1, 4, 2), low=-2.0, high=2.0),
+          Spec((3,), "int32", 0, 6), Spec((2,), "int64", 0, 4), Spec((2, 3), "int32", 0, 8),
+          Spec((3, 2), "int32", 0, 2), Spec((2,), "int32", 0, 9), Spec((1,), "int32", 1, 12))
 
 
 def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
-    def fn(x: tf.Tensor, v5: tf.Tensor, idx: tf.Tensor, idx64: tf.Tensor, bidx: tf.Tensor, nd: tf.Tensor,
+    def fn(h: tf.Tensor, y: tf.Tensor, v5: tf.Tensor, idx: tf.Tensor, idx64: tf.Tensor, bidx: tf.Tensor, nd: tf.Tensor,
            seqlen: tf.Tensor, n: tf.Tensor) -> dict[str, tf.Tensor]:
-        h = x * 1.5
+        # the converter requantizes differently scaled int16 inputs with QUANTIZE: int16 packs h twice
+        other = h if mode == "int16x8" else y
         a, b = tf.split(h, 2, axis=-1)
         p, q, r = tf.split(h, [1, -1, 2], axis=1)
         u = tf.unstack(v5, axis=-2)
@@ -77,39 +90,40 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
             "gather_neg64": tf.gather(h, idx64, axis=-1),
             "gather_batch": tf.gather(h, bidx, axis=2, batch_dims=1),
             "gather_nd": tf.gather_nd(h, nd),
-            "d2s": tf.nn.depth_to_space(h, 2),
-            "s2d": tf.nn.space_to_depth(h, 2),
             "reflect": tf.pad(h, [[0, 0], [2, 1], [1, 3], [0, 0]], "REFLECT"),
             "symmetric": tf.pad(v5, [[1, 0], [0, 3], [1, 1], [0, 4], [2, 2]], "SYMMETRIC"),
-            "broadcast": tf.broadcast_to(v5 * 2.0, [2, 3, 5, 4, 2]),
+            "broadcast": tf.broadcast_to(v5, [2, 3, 5, 4, 2]),
             "reverse": tf.reverse(h, [1, 2]),
             "reverse_neg": tf.reverse(h, [-1]),
             "s2b": tf.space_to_batch_nd(h, [2, 2], [[1, 1], [0, 2]]),
             "b2s": tf.compat.v1.batch_to_space_nd(h, [2, 1], [[0, 1], [0, 0]]),
             "fill": tf.fill([3, 2], h[0, 0, 0, 0]),
-            "where": tf.where(h > 0.5),
             # layout operators
             "reshape": tf.reshape(h, [2, 48, 4]),
-            "squeeze": tf.squeeze(v5, axis=2),
             "pad": tf.pad(h, [[0, 0], [1, 2], [0, 1], [0, 0]]),
-            "padv2": tf.pad(h, [[1, 0], [0, 0], [2, 2], [0, 1]], constant_values=0.5),
-            "concat": tf.concat([h, x * 3.0, v5[:, :, 0, :, :1][:, :2, :, :]], axis=1)[:, :, :4, :],
+            "concat": tf.concat([h, other, h[:, :2]], axis=-3),
             "transpose": tf.transpose(h, [0, 2, 1, 3]),
             "strided": h[:, 1:5:2, ::-1, 1:],
-            "tile": tf.tile(h, [1, 2, 1, 3]),
-            "pack": tf.stack([h, x * 2.0], axis=1),
+            "pack": tf.stack([h, other], axis=1),
+            "reverse_batch": tf.reverse(y, [0]),
             "bilinear": tf.image.resize(h, [9, 13], "bilinear"),
             "bilinear_align": tf.compat.v1.image.resize_bilinear(h, [11, 5], align_corners=True),
             "bilinear_legacy": tf.compat.v1.image.resize_bilinear(h, [4, 12]),
             "nearest": tf.image.resize(h, [9, 13], "nearest"),
             "nearest_align": tf.compat.v1.image.resize_nearest_neighbor(h, [11, 5], align_corners=True),
         }
-        if mode != "int16x8":
+        if mode != "int16x8":  # the converter has no 16x8 quantization of these
             out["scatter"] = tf.scatter_nd(nd, tf.reshape(h[0, :3], [3, 8, 4]), [2, 2, 8, 4])
-        if mode == "float":
+            out["s2d"] = tf.nn.space_to_depth(h, 2)
+            out["where"] = tf.where(h)  # float / int8 condition: non-zero elements
+            out["padv2"] = tf.pad(h, [[1, 0], [0, 0], [2, 2], [0, 1]], constant_values=0.5)  # 16x8: a float value
+        if mode != "int8":  # BUILTIN_REF runs TILE up to version 2, not the int8 version 3
+            out["tile"] = tf.tile(h, [1, 2, 1, 3])
+        if mode == "float":  # BUILTIN_REF runs DEPTH_TO_SPACE version 1 only (int8 is in direct_float)
+            out["d2s"] = tf.nn.depth_to_space(h, 2)
             out["revseq"] = tf.reverse_sequence(h, seqlen, seq_axis=2, batch_axis=0)
-            out["range"] = tf.range(0, n, 2)
-            out["range_f"] = tf.range(0.5, tf.cast(n, tf.float32), 0.7)
+            out["range"] = tf.range(0, n[0], 2)
+            out["range_f"] = tf.range(2.0, h[0, 0, 0, 0], -0.3)
             out["zeros"] = tf.zeros_like(out["range"])
             out["ones"] = tf.ones_like(out["where"])
         return out
@@ -197,6 +211,16 @@ def _options(cls: Any, **fields: Any) -> Any:
     return o
 
 
+def _squeeze_expand(m: _Flat, x: int, shape: tuple[int, ...], dtype: Any, q: dict[str, Any]) -> None:
+    """EXPAND_DIMS at a negative axis, then SQUEEZE of that axis (the converter writes RESHAPE for both)."""
+    B = fb.BuiltinOperator
+    axis = m.tensor("expand_axis", (1,), np.int32, np.asarray([-2], np.int32))
+    wide = m.tensor("expanded", (*shape[:-1], 1, shape[-1]), dtype, **q)
+    m.op(B.EXPAND_DIMS, [x, axis], [wide])
+    m.op(B.SQUEEZE, [wide], [m.tensor("squeezed", shape, dtype, **q)], fb.BuiltinOptions.SqueezeOptions,
+         _options(fb.SqueezeOptionsT, squeezeDims=[-2]))
+
+
 def _direct_float(path: Path) -> list[Spec]:
     m, B = _Flat(), fb.BuiltinOperator
     rng = np.random.default_rng(0)
@@ -219,6 +243,15 @@ def _direct_float(path: Path) -> list[Spec]:
     rows64 = m.tensor("rows_i64", (5, 2), np.int64)
     m.op(B.EMBEDDING_LOOKUP, [ids, wide], [rows64])
     m.op(B.ZEROS_LIKE, [rows64], [m.tensor("zeros_i64", (5, 2), np.int64)])
+    _squeeze_expand(m, x, (2, 3, 4), np.float32, {})
+    q8 = {"scale": [0.05], "zero_point": [-7]}
+    image = m.input(Spec((2, 2, 3, 8), "int8", -128, 128), "image", **q8)
+    m.op(fb.BuiltinOperator.DEPTH_TO_SPACE, [image], [m.tensor("d2s", (2, 4, 6, 2), np.int8, **q8)],
+         fb.BuiltinOptions.DepthToSpaceOptions, _options(fb.DepthToSpaceOptionsT, blockSize=2))
+    multiples = m.tensor("multiples", (4,), np.int32, np.asarray([2, 1, 1, 3], np.int32))
+    m.op(fb.BuiltinOperator.TILE, [image, multiples], [m.tensor("tile", (4, 2, 3, 24), np.int8, **q8)])
+    m.op(fb.BuiltinOperator.UNPACK, [image], [m.tensor(f"unpack{i}", (2, 2, 8), np.int8, **q8) for i in range(3)],
+         fb.BuiltinOptions.UnpackOptions, _options(fb.UnpackOptionsT, num=3, axis=-2))
     m.write(path)
     return m.specs
 
@@ -245,6 +278,10 @@ def _direct_int16(path: Path) -> list[Spec]:
     axis = m.tensor("split_axis", (), np.int32, np.asarray(-1, np.int32))
     m.op(B.SPLIT, [axis, x], [m.tensor(f"split{i}", (3, 5, 2, 2), np.int16, **q) for i in range(2)],
          opts.SplitOptions, _options(fb.SplitOptionsT, numSplits=2))
+    pads = m.tensor("pads", (4, 2), np.int32, np.asarray([[1, 0], [0, 2], [1, 1], [0, 0]], np.int32))
+    value = m.tensor("pad_value", (), np.int16, np.asarray(-1234, np.int16), **q)
+    m.op(B.PADV2, [x, pads, value], [m.tensor("padv2", (4, 7, 4, 4), np.int16, **q)])
+    _squeeze_expand(m, x, (3, 5, 2, 4), np.int16, q)
     m.write(path)
     return m.specs
 

@@ -46,10 +46,10 @@ def _run_with(name: str, input_name: str, value: int) -> None:
 
 
 @pytest.mark.parametrize(("name", "input_name", "value", "what"), [
-    ("index_int8", "x2", 6, "index 6 is out of range [0, 6)"),     # GATHER axis 1
-    ("index_float", "x2", -1, "index -1 is out of range [0, 6)"),  # GATHER, negative
-    ("index_float", "x4", 8, "index 8 is out of range [0, 8)"),    # GATHER batch_dims 1
-    ("index_float", "x5", 2, "out of range [0, 2)"),              # GATHER_ND, SCATTER_ND
+    ("index_int8", "x3", 6, "index 6 is out of range [0, 6)"),     # GATHER axis 1
+    ("index_float", "x3", -1, "index -1 is out of range [0, 6)"),  # GATHER, negative
+    ("index_float", "x5", 8, "index 8 is out of range [0, 8)"),    # GATHER batch_dims 1
+    ("index_int16x8", "x6", 2, "out of range [0, 2)"),            # GATHER_ND
     ("direct_float", "ids", 6, "id 6 is out of range [0, 6)"),     # EMBEDDING_LOOKUP
     ("direct_int16x8", "lengths", 6, "exceed axis 1"),             # REVERSE_SEQUENCE
 ])
@@ -66,7 +66,7 @@ def test_litert_refuses_the_same_gather_index() -> None:
 
     info = get_model(FAMILY, "index_float")
     feeds = feeds_for(info, 2)
-    feeds["x2"] = np.full_like(feeds["x2"], 6)
+    feeds["x3"] = np.full_like(feeds["x3"], 6)
     litert = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     litert.allocate_tensors()
     for detail in litert.get_input_details():

@@ -151,7 +151,8 @@ def space_to_batch_nd(ctx: OpContext) -> list[np.ndarray]:
     pads = np.asarray(ctx.x(2)).reshape(-1, 2)
     if x.ndim != 4 or len(block) != 2:
         raise ctx.error("only 4-D inputs with a 2-D block are implemented")
-    fill = _pad_value(ctx, x)
+    q = ctx.out_quant()
+    fill = q.zp if q is not None and x.dtype.kind in "iu" else 0  # the output zero point, as LiteRT
     xp = np.pad(x, [(0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)], constant_values=fill)
     n, h, w, c = xp.shape
     bh, bw = block
