@@ -49,11 +49,13 @@ Layer = dict[str, Any]
 
 # -- the integer arithmetic a target implements (gemmlowp / TFLite reference formulas) ---------------
 
-def _srdhm(a: np.ndarray, b: int) -> np.ndarray:
+def _srdhm(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """SaturatingRoundingDoublingHighMul on int32 values held in int64."""
-    ab = a.astype(np.int64) * np.int64(b)
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ab = a * b
     v = ab + np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    return np.where(v >= 0, v >> 31, -((-v) >> 31))  # C division truncates
+    high = np.where(v >= 0, v >> 31, -((-v) >> 31))  # C division truncates
+    return np.where((a == -(2**31)) & (b == -(2**31)), 2**31 - 1, high)
 
 
 def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
@@ -274,6 +276,85 @@ def test_layers_recomputed_from_extracted_integers_match_litert(family: str, nam
                 np.testing.assert_array_equal(_table(layer, x, expected), expected, err_msg=f"{where} (table)")
             checked.add(layer["op"])
     assert expected_ops <= checked, expected_ops - checked
+
+
+# -- TFLite Micro's integer softmax from input_multiplier / input_left_shift / diff_min -------------
+# gemmlowp fixed point: a raw int32 q with k integer bits stands for q / 2^(31-k)
+
+def _wrap(v: np.ndarray) -> np.ndarray:
+    return ((v + 2**31) % 2**32) - 2**31
+
+
+def _pot(x: np.ndarray, exponent: int) -> np.ndarray:
+    """SaturatingRoundingMultiplyByPOT."""
+    if exponent > 0:
+        return np.clip(x << exponent, -(2**31), 2**31 - 1)
+    return _rdbpot(x, -exponent) if exponent < 0 else x
+
+
+def _exp_quarter(a: np.ndarray) -> np.ndarray:
+    """exp on [-1/4, 0), F0 -> F0: Taylor series around -1/8."""
+    constant_term, one_third = 1895147668, 715827883
+    x = a + (1 << 28)
+    x2 = _srdhm(x, x)
+    x3 = _srdhm(x2, x)
+    x4 = _srdhm(x2, x2)
+    poly = _pot(_srdhm(_pot(x4, -2) + x3, one_third) + x2, -1)
+    return constant_term + _srdhm(constant_term, x + poly)
+
+
+def _exp_negative(a: np.ndarray, integer_bits: int) -> np.ndarray:
+    """exp of a non-positive F{integer_bits} -> F0."""
+    fractional = 31 - integer_bits
+    quarter = 1 << (fractional - 2)
+    a_mod = (a & (quarter - 1)) - quarter
+    result = _exp_quarter(_pot(a_mod, integer_bits))
+    remainder = a_mod - a
+    for exponent, multiplier in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
+                                 (2, 39332535), (3, 720401), (4, 242)):
+        if integer_bits > exponent:
+            bit = 1 << (fractional + exponent)
+            result = np.where(remainder & bit, _srdhm(result, multiplier), result)
+    return np.where(a == 0, 2**31 - 1, result)
+
+
+def _reciprocal(total: np.ndarray, integer_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """GetReciprocal: (1/(1 + x) in F0 for the normalized sum, bits over one)."""
+    headroom = np.array([32 - int(v).bit_length() for v in total.reshape(-1)]).reshape(total.shape)
+    over = integer_bits - headroom
+    shifted = _wrap(((total.astype(np.int64) << headroom) & 0xFFFFFFFF) - (1 << 31))
+    half = shifted + (2**31 - 1)  # RoundingHalfSum(a, One)
+    half = np.where(half >= 0, (half + 1) // 2, -((-half + 1) // 2))
+    x = 1515870810 + _srdhm(half, -1010580540)
+    for _ in range(3):
+        one_minus = (1 << 29) - _srdhm(half, x)
+        x = x + _pot(_srdhm(x, one_minus), 2)
+    return _pot(x, 1), over
+
+
+def _softmax_fixed_point(p: Layer, x: np.ndarray) -> np.ndarray:
+    xi = x.astype(np.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    inside = diff >= p["diff_min"]
+    scaled = _srdhm(diff * (1 << p["input_left_shift"]), p["input_multiplier"])
+    exps = _exp_negative(np.where(inside, scaled, 0), 5)
+    total = np.where(inside, _rdbpot(exps, 12), 0).sum(axis=-1, keepdims=True)
+    scale, over = _reciprocal(total, 12)
+    out = _rdbpot(_srdhm(scale, exps), over + 31 - 8) - 128
+    return np.where(inside, np.clip(out, -128, 127), -128).astype(np.int8)
+
+
+@pytest.mark.parametrize(("family", "name"), [("tflite_ops", "convs_int8"), ("tflite_ops", "mobilenet_v3_small_int8")])
+def test_softmax_fixed_point_parameters_reproduce_tflite_micro(family: str, name: str, tmp_path: Path) -> None:
+    info = get_model(family, name)
+    manifest = extract(info.path, tmp_path / "out")
+    layer = next(layer for layer in manifest.layers if layer.op == "SOFTMAX")
+    node = gw.load(info.path).graph.find_node(layer.name)
+    assert node is not None
+    names = [node.inputs[0].name, node.outputs[0].name]
+    for seed in range(3):
+        got = execute(info.path, feeds_for(info, seed), Job(backend="tflm", outputs=names)).outputs
+        np.testing.assert_array_equal(_softmax_fixed_point(layer.params, got[names[0]]), got[names[1]])
 
 
 def _lstm_node() -> Node:

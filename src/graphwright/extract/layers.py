@@ -38,7 +38,11 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   and their exponents) as LiteRT's Prepare derives them.
 * SOFTMAX (8-bit): LiteRT's reference kernel is not integer-only; it uses ``exp_table``, the
   float32 ``exp(−s_in·β·d)`` for ``d = max − x`` in 0..255, then
-  ``y = round(e/(Σ e · s_out)) + zp_out`` in float32 (``beta``, scales given).
+  ``y = round(e/(Σ e · s_out)) + zp_out`` in float32 (``beta``, scales given).  TFLite Micro's
+  integer-only kernel (gemmlowp fixed point) takes ``input_multiplier``/``input_left_shift``
+  (``β·s_in·2^26`` as a multiplier greater than one: the input difference to the row maximum
+  becomes a fixed-point number with 5 integer bits) and ``diff_min`` (differences below it
+  contribute nothing); these are not computed by graphwright's interpreter.
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -398,9 +402,19 @@ def _softmax(node: Node) -> Params | None:
     q_in, q_out = qs
     beta = np.float32(node.attr("beta", 1.0) or 1.0)
     table = np.exp(np.float32(-q_in.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
+    # TFLite Micro's integer-only softmax: PreprocessSoftmaxScaling and CalculateInputRadius
+    # with 5 integer bits for the scaled difference to the row maximum
+    real = min(float(beta) * _f64(q_in.s) * float(1 << (31 - _SOFTMAX_DIFF_BITS)), float((1 << 31) - 1))
+    multiplier, left_shift = _mult(real)
+    radius = ((1 << _SOFTMAX_DIFF_BITS) - 1) * float(1 << (31 - _SOFTMAX_DIFF_BITS)) / float(1 << left_shift)
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "beta": float(beta),
             "input_scale": float(np.float32(q_in.s)), "output_scale": float(np.float32(q_out.s)),
-            "exp_table": [float(v) for v in table]}
+            "exp_table": [float(v) for v in table], "input_multiplier": multiplier, "input_left_shift": left_shift,
+            "diff_min": -math.floor(radius)}
+
+
+#: integer bits of the scaled input difference in the fixed-point softmax (gemmlowp's F5)
+_SOFTMAX_DIFF_BITS = 5
 
 
 @_layer("CONCATENATION")
