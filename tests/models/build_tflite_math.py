@@ -15,6 +15,17 @@ Models (each ``<model>_<mode>``, mode float / int8 / int16x8):
 * ``prelu``: Keras PReLU with alpha per channel (``shared_axes=[1, 2]``, broadcast over
   the spatial axes) and with a full alpha tensor, alphas drawn in [-0.5, 0.5] so some are
   negative, on a [2, 4, 6, 3] input.
+
+Edited from the converter's output with graphwright's own writer, for what the converter
+does not make (still run by LiteRT as the oracle):
+
+* ``elu_int8`` / ``relu01_{float,int8}``: a LEAKY_RELU model relabelled ELU (the int8 table
+  path; the converter leaves ELU float) and RELU_0_TO_1 (the converter emits MINIMUM+RELU);
+* ``prelu_int16x8``: two PReLUs (per channel, full alpha) converted int8, activations then
+  widened to symmetric int16 (the converter refuses PRELU in 16x8; LiteRT's kernel takes
+  int16 inputs with int8 alpha);
+* ``legacy_uint8``: PRELU, LEAKY_RELU, GELU (both forms), L2_NORMALIZATION and LOG_SOFTMAX
+  converted int8, then made legacy uint8 (``tests/runtime/reference/uint8_models.py``).
 """
 
 from __future__ import annotations
@@ -24,19 +35,27 @@ from pathlib import Path
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from ._info import ModelInfo
-from ._tflite_common import Spec, build_converted, mode_of
+import graphwright as gw
+from graphwright.ir import DType, QuantParams
+from tests.runtime.reference.uint8_models import write_uint8_model
 
-BUILDER_VERSION = 2
+from ._info import ModelInfo
+from ._tflite_common import SEED, Spec, build_converted, convert, info_of, mode_of
+
+BUILDER_VERSION = 4
 
 NAMES = (
     "unary_float", "unary_int8", "unary_int16x8",
     "extra_float", "extra_int8",
     "prelu_float", "prelu_int8",
+    # edited from converter output (see the module docstring)
+    "elu_int8", "relu01_float", "relu01_int8", "prelu_int16x8", "legacy_uint8",
 )
 FAMILY = "tflite_math"
+EDITED = NAMES[NAMES.index("elu_int8"):]
 
 #: operator -> what the ``unary`` model computes with it (input ``x`` in [-1, 3))
 UNARY: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
@@ -69,16 +88,6 @@ EXTRA: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
 }
 #: the operators the converter quantizes to 16x8 (it refuses the others in that mode)
 INT16_UNARY = ("EXP", "LOG", "RSQRT", "ABS", "LEAKY_RELU", "GELU", "GELU_EXACT")
-#: operators each model must contain (a test asserts it)
-EXPECTED: dict[str, tuple[str, ...]] = {
-    "unary_float": tuple(op for op in UNARY if op != "GELU_EXACT"),
-    "unary_int8": tuple(op for op in UNARY if op != "GELU_EXACT"),
-    "unary_int16x8": tuple(op for op in INT16_UNARY if op != "GELU_EXACT"),
-    "extra_float": tuple(EXTRA),
-    "extra_int8": tuple(EXTRA),
-    "prelu_float": ("PRELU",),
-    "prelu_int8": ("PRELU",),
-}
 UNARY_SPEC = Spec((2, 3, 5, 4), low=-1.0, high=3.0)
 
 
@@ -107,7 +116,85 @@ def _prelu(mode: str) -> tuple[Any, list[Spec]]:
     return keras.Model(x, [per_channel, full]), [Spec((2, 4, 6, 3), low=-1.0, high=2.0)]
 
 
+def _prelu_only(mode: str) -> tuple[Any, list[Spec]]:
+    alpha = keras.initializers.RandomUniform(-0.5, 0.5, seed=1)
+    x = keras.Input((4, 6, 3), batch_size=2)
+    y = keras.layers.LeakyReLU(0.5, name="leaky")(x)  # two PReLUs of one tensor share ops: neither is fused
+    outs = [keras.layers.PReLU(alpha_initializer=alpha, shared_axes=[1, 2], name="prelu_channel")(x),
+            keras.layers.PReLU(alpha_initializer=alpha, name="prelu_full")(y)]
+    return keras.Model(x, outs), [Spec((2, 4, 6, 3), low=-1.0, high=2.0)]
+
+
+def _leaky(mode: str) -> tuple[Any, list[Spec]]:
+    return (lambda x: tf.nn.leaky_relu(x, 0.2)), [UNARY_SPEC]
+
+
+def _legacy(mode: str) -> tuple[Any, list[Spec]]:
+    """What the uint8 reference kernels run: PRELU, LEAKY_RELU, GELU (both forms),
+    L2_NORMALIZATION, LOG_SOFTMAX."""
+    alpha = keras.initializers.RandomUniform(-0.5, 0.5, seed=2)
+    L = keras.layers
+    x = keras.Input(UNARY_SPEC.shape[1:], batch_size=UNARY_SPEC.shape[0])
+    leaky = L.LeakyReLU(0.2, name="leaky")(x)
+    outs = [
+        L.PReLU(alpha_initializer=alpha, shared_axes=[1, 2], name="prelu")(x),
+        leaky,
+        L.Lambda(lambda v: tf.nn.gelu(v, approximate=True), name="gelu_tanh")(x),
+        L.Lambda(lambda v: tf.nn.gelu(v, approximate=False), name="gelu_erfc")(leaky),
+        L.Lambda(lambda v: tf.math.l2_normalize(v, axis=-1), name="l2")(x),
+        L.Lambda(tf.nn.log_softmax, name="log_softmax")(x),
+    ]
+    return keras.Model(x, outs), [UNARY_SPEC]
+
+
+def _relabel(model: gw.Model, old: str, new: str) -> None:
+    """Turn every ``old`` operator into ``new`` (an operator without options the converter never
+    emits from these graphs), keeping its tensors and their quantization."""
+    for node in model.graph:
+        if node.op == old:
+            node.op = new
+            node.attrs.clear()
+            for key in ("tflite.options", "tflite.options2", "tflite.opcode"):
+                node.meta.pop(key, None)
+            node.meta["tflite.version"] = 1
+
+
+def _widen_to_int16(model: gw.Model) -> None:
+    """int8 activations -> symmetric int16 over the same real range (16x8 mode); int8
+    constants (PRELU's alpha) stay int8, as the 16x8 kernels take them."""
+    for value in {id(v): v for node in model.graph for v in (*node.inputs, *node.outputs) if v is not None}.values():
+        if value.dtype is DType.INT8 and value.const is None and value.quant is not None:
+            scale, zp = float(value.quant.scale[0]), int(value.quant.zero_point[0])
+            top = max(abs(-128 - zp), abs(127 - zp)) * scale
+            value.dtype = DType.INT16
+            value.quant = QuantParams([np.float32(top / 32767)], [0])
+
+
+def _edited(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    """Models the converter cannot make, from ones it makes: ELU and RELU_0_TO_1 relabelled
+    from LEAKY_RELU, PRELU widened to 16x8, the uint8 kernels from an int8 model."""
+    kind, mode = name.rsplit("_", 1)
+    source = {"elu": _leaky, "relu01": _leaky, "prelu": _prelu_only, "legacy": _legacy}[kind]
+    tf.keras.utils.set_random_seed(SEED)
+    made, specs = source(mode)
+    converted = model_path.with_suffix(".converted.tflite")
+    converted.write_bytes(convert(made, "float" if mode == "float" else "int8", specs))
+    if kind == "legacy":
+        write_uint8_model(converted, model_path)
+    else:
+        model = gw.load(converted)
+        if kind == "prelu":
+            _widen_to_int16(model)
+        else:
+            _relabel(model, "LEAKY_RELU", {"elu": "ELU", "relu01": "RELU_0_TO_1"}[kind])
+        gw.save(model, model_path)
+    converted.unlink()
+    return info_of(FAMILY, name, model_path, reference_path, specs)
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name in EDITED:
+        return _edited(name, model_path, reference_path)
     mode = mode_of(name)
     make = {"unary": _unary, "extra": _extra, "prelu": _prelu}[name[: -len(mode) - 1]]
     return build_converted(FAMILY, name, lambda: make(mode), model_path, reference_path)

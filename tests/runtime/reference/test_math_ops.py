@@ -33,9 +33,15 @@ EXPECTED: dict[str, dict[str, str]] = {
     "extra_int8": dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"),
     "prelu_float": {"PRELU": "float32"},
     "prelu_int8": {"PRELU": "int8"},
+    # edited from converter output (the converter does not make these)
+    "elu_int8": {"ELU": "int8"},
+    "relu01_float": {"RELU_0_TO_1": "float32"},
+    "relu01_int8": {"RELU_0_TO_1": "int8"},
+    "prelu_int16x8": {"PRELU": "int16", "LEAKY_RELU": "int16"},
+    "legacy_uint8": dict.fromkeys(("PRELU", "LEAKY_RELU", "GELU", "L2_NORMALIZATION", "LOG_SOFTMAX"), "uint8"),
 }
 #: models whose operators BUILTIN_REF does not register: checked against LiteRT's default kernels
-NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8")
+NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8", "elu_int8")
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -57,7 +63,7 @@ def test_every_tensor_matches_litert(name: str) -> None:
     assert assert_matches_reference(info, other=other) >= 6 * len(EXPECTED[name])
 
 
-@pytest.mark.parametrize("name", ["unary_int8", "unary_int16x8", "prelu_int8"])
+@pytest.mark.parametrize("name", ["unary_int8", "unary_int16x8", "prelu_int8", "legacy_uint8"])
 def test_numpy_path_matches_litert(name: str) -> None:
     """Without the compiled table lookups: the same integers."""
     assert_matches_reference(get_model(FAMILY, name), seeds=range(3), jit=False)
@@ -65,7 +71,7 @@ def test_numpy_path_matches_litert(name: str) -> None:
 
 def test_gelu_both_forms_present() -> None:
     """The corpus holds the tanh approximation and the exact (erfc) GELU, in every mode."""
-    for name in ("unary_float", "unary_int8", "unary_int16x8"):
+    for name in ("unary_float", "unary_int8", "unary_int16x8", "legacy_uint8"):
         forms = {bool(node.attr("approximate", False)) for node in Interpreter(get_model(FAMILY, name).path).graph
                  if node.op == "GELU"}
         assert forms == {True, False}, name

@@ -33,8 +33,9 @@ from functools import cache
 
 import numpy as np
 
+# the module, not its names: elementwise imports this module's tables in turn
+from . import elementwise
 from ._common import OpContext, kernel, type_range
-from .elementwise import _by_byte_table, _mbqm, _quants
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -154,7 +155,7 @@ def _by_lut(ctx: OpContext, fn: FloatFn | Callable[[OpContext], FloatFn]) -> lis
     function depends on the operator's parameters): 8-bit or int16."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    qi, qo = _quants(ctx, 0)
+    qi, qo = elementwise._quants(ctx, 0)
     if dtype == np.int16:
         table = ctx.cache.get("lut16")
         if table is None:
@@ -168,7 +169,7 @@ def _by_lut(ctx: OpContext, fn: FloatFn | Callable[[OpContext], FloatFn]) -> lis
         f = fn(ctx) if getattr(fn, "needs_ctx", False) else fn  # type: ignore[call-arg]
         return _lut8(f, qi.s, qi.zp, qo.s, qo.zp, dtype)  # type: ignore[arg-type]
 
-    return [_by_byte_table(ctx, x, make)]
+    return [elementwise._by_byte_table(ctx, x, make)]
 
 
 def _needs_ctx(fn: Callable[[OpContext], FloatFn]) -> Callable[[OpContext], FloatFn]:
@@ -179,7 +180,7 @@ def _needs_ctx(fn: Callable[[OpContext], FloatFn]) -> Callable[[OpContext], Floa
 @_needs_ctx
 def _log_of(ctx: OpContext) -> FloatFn:
     """LiteRT's LOG table function: ``log(x)``, and for ``x ≤ 0`` the output's lowest real."""
-    qo = _quants(ctx, 0)[1]
+    qo = elementwise._quants(ctx, 0)[1]
     lowest = F32(F32(type_range(ctx.out_dtype())[0] - qo.zp) * F32(qo.s))
     return lambda v: np.where(v <= 0, lowest, _libm("logf")(np.where(v > 0, v, F32(1)))).astype(F32)
 
@@ -187,7 +188,7 @@ def _log_of(ctx: OpContext) -> FloatFn:
 @_needs_ctx
 def _rsqrt_of(ctx: OpContext) -> FloatFn:
     """LiteRT's int16 RSQRT table function: ``1/sqrt(x)``, and for ``x ≤ 0`` ``32767·s_out``."""
-    qo = _quants(ctx, 0)[1]
+    qo = elementwise._quants(ctx, 0)[1]
     top = F32(F32(32767) * F32(qo.s))
     return lambda v: np.where(v <= 0, top, F32(1) / np.sqrt(np.where(v > 0, v, F32(1)))).astype(F32)
 
@@ -260,7 +261,7 @@ def abs_(ctx: OpContext) -> list[np.ndarray]:
         return [np.abs(x).astype(dtype)]
     if ctx.in_quant(0) is None:  # int16/int32 without quantization
         return [np.abs(x.astype(np.int64)).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
+    qi, qo = elementwise._quants(ctx, 0)
 
     def make() -> FloatFn:
         same = F32(qi.s) == F32(qo.s)
@@ -268,12 +269,12 @@ def abs_(ctx: OpContext) -> list[np.ndarray]:
 
         def fn(v: np.ndarray) -> np.ndarray:
             mag = np.abs(v.astype(np.int64) - qi.zp)
-            y = mag if same else _mbqm(ctx, mag, real)
+            y = mag if same else elementwise._mbqm(ctx, mag, real)
             return np.clip(y + qo.zp, *type_range(dtype)).astype(dtype)
 
         return fn
 
-    return [_by_byte_table(ctx, x, make)]
+    return [elementwise._by_byte_table(ctx, x, make)]
 
 
 @kernel("EXP", int16=True)
@@ -326,7 +327,7 @@ def sqrt(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [np.sqrt(x).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
+    qi, qo = elementwise._quants(ctx, 0)
     real = (F32(qi.s) * (x.astype(np.int64) - qi.zp).astype(F32)).astype(F32)
     if np.any(real < 0):
         raise ctx.error("its input has negative values (LiteRT: Sqrt is only defined for non-negative values)")
@@ -343,7 +344,7 @@ def rsqrt(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [(F32(1) / np.sqrt(x.astype(F32))).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
+    qi, qo = elementwise._quants(ctx, 0)
     if np.any(x.astype(np.int64) < qi.zp):
         raise ctx.error("its input has values below its zero point (LiteRT: Rsqrt is only defined for positive "
                         "values)")
@@ -363,7 +364,7 @@ def rsqrt(ctx: OpContext) -> list[np.ndarray]:
 
         return fn
 
-    return [_by_byte_table(ctx, x, make)]
+    return [elementwise._by_byte_table(ctx, x, make)]
 
 
 # -- gemmlowp fixed point ------------------------------------------------------------------------------
@@ -397,6 +398,12 @@ def _inv_sqrt_multiplier(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 # -- parametric activations ---------------------------------------------------------------------------
 
+@kernel("RELU_0_TO_1")
+def relu_0_to_1(ctx: OpContext) -> list[np.ndarray]:
+    """``clamp(x, 0, 1)``; 8-bit as RELU's requantization, clamped to the quantized 0 and 1."""
+    return elementwise._relu_x(ctx, 0.0, 1.0)
+
+
 @kernel("LEAKY_RELU", int16=True)
 def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
     """Quantized: ``x − zp_in`` times ``s_in/s_out`` (≥ 0) or ``s_in·alpha/s_out`` (< 0, its
@@ -407,7 +414,7 @@ def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
     if dtype.kind == "f":
         xf = x.astype(F32)
         return [np.where(xf > 0, xf, xf * alpha).astype(dtype)]
-    qi, qo = _quants(ctx, 0)
+    qi, qo = elementwise._quants(ctx, 0)
 
     def make() -> FloatFn:
         m_id, s_id = quantize_multiplier(float(F32(qi.s) / F32(qo.s)))
@@ -423,7 +430,7 @@ def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
         return fn
 
     if dtype.itemsize == 1:
-        return [_by_byte_table(ctx, x, make)]
+        return [elementwise._by_byte_table(ctx, x, make)]
     fn = ctx.cache.get("fn")
     if fn is None:
         fn = ctx.cache["fn"] = make()
@@ -440,7 +447,7 @@ def prelu(ctx: OpContext) -> list[np.ndarray]:
     if dtype.kind == "f":
         xf = x.astype(F32)
         return [np.where(xf >= 0, xf, xf * alpha.astype(F32)).astype(dtype)]
-    qi, qa, qo = _quants(ctx, 0, 1)
+    qi, qa, qo = elementwise._quants(ctx, 0, 1)
     params = ctx.cache.get("prelu")
     if params is None:
         s_in, s_alpha, s_out = F32(qi.s), F32(qa.s), F32(qo.s)
@@ -459,8 +466,8 @@ def prelu(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("LOG_SOFTMAX")
 def log_softmax(ctx: OpContext) -> list[np.ndarray]:
-    """Over the last axis: ``x − max − log(Σ exp(x − max))``.  int8 (output scale 16/256, zero
-    point 127): LiteRT's fixed point — differences to the row max in Q5.26, gemmlowp's
+    """Over the last axis: ``x − max − log(Σ exp(x − max))``.  8-bit (output scale 16/256, zero
+    point 127 for int8, 255 for uint8): LiteRT's fixed point — differences to the row max in Q5.26, gemmlowp's
     ``exp_on_negative_values`` summed in Q12.19, its ``log`` in Q5.26, the difference
     rounded to Q4 (see :func:`_log_softmax_q`)."""
     x = ctx.x(0)
@@ -469,11 +476,11 @@ def log_softmax(ctx: OpContext) -> list[np.ndarray]:
         xf = x.astype(F32)
         shifted = xf - xf.max(axis=-1, keepdims=True)
         return [(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True, dtype=F32))).astype(dtype)]
-    if dtype != np.int8:
-        raise ctx.error(f"{dtype} is not implemented")
+    if dtype not in (np.int8, np.uint8) or x.dtype != dtype:
+        raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
     params = ctx.cache.get("log_softmax")
     if params is None:
-        params = ctx.cache["log_softmax"] = _log_softmax_params(_quants(ctx, 0)[0].s)
+        params = ctx.cache["log_softmax"] = _log_softmax_params(elementwise._quants(ctx, 0)[0].s)
     return [_log_softmax_q(x, *params, ctx.rounding)]
 
 
@@ -489,15 +496,17 @@ def _log_softmax_params(s_in: float) -> tuple[int, int, int, int, int]:
 
 def _log_softmax_q(x: np.ndarray, m: int, left: int, m_rev: int, s_rev: int, diff_min: int,
                    rounding: str) -> np.ndarray:
-    """LiteRT's ``reference_integer_ops::LogSoftmax`` over the last axis (rows vectorised)."""
+    """LiteRT's 8-bit ``LogSoftmax`` over the last axis (rows vectorised): the result lands at
+    the type's top (zero point 127 or 255); what the bound cuts off gets the type's bottom."""
+    qmin, qmax = type_range(x.dtype)
     diff = x.astype(np.int64) - x.max(axis=-1, keepdims=True).astype(np.int64)
     in_q5 = multiply_by_quantized_multiplier(diff, m, left, rounding)
     exps = rounding_divide_by_pot(_exp_on_negative_values_q5(in_q5), 12)  # Q0.31 -> Q12.19
     total = np.where(diff >= diff_min, exps, 0).sum(axis=-1, keepdims=True)
     log_total = _log_q12_to_q5(total)
     bound = np.maximum(diff_min - 1, multiply_by_quantized_multiplier(log_total + INT32_MIN, m_rev, s_rev, rounding))
-    y = np.clip(rounding_divide_by_pot(in_q5 - log_total, 22) + 127, -128, 127)
-    return np.where(diff > bound, y, -128).astype(np.int8)
+    y = np.clip(rounding_divide_by_pot(in_q5 - log_total, 22) + qmax, qmin, qmax)
+    return np.where(diff > bound, y, qmin).astype(x.dtype)
 
 
 def _wrap(v: np.ndarray) -> np.ndarray:
@@ -584,20 +593,24 @@ def _log_q12_to_q5(z: np.ndarray) -> np.ndarray:
 def l2_normalization(ctx: OpContext) -> list[np.ndarray]:
     """Over the last axis.  Float: ``x / max(sqrt(Σx²), 1e-6)``.  int8 (output scale 1/128,
     zero point 0): ``MBQM(x − zp, m, shift + 7)`` with gemmlowp's inverse square root
-    ``(m, shift)`` of the row's ``Σ(x − zp)²``."""
+    ``(m, shift)`` of the row's ``Σ(x − zp)²``; uint8 (zero point 128): ``MBQM(128·(x − zp),
+    m, shift) + 128``."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         xf = x.astype(F32)
         norm = np.sqrt(np.cumsum(xf * xf, axis=-1, dtype=F32)[..., -1:])
         return [(xf / np.maximum(norm, F32(1e-6))).astype(dtype)]
-    if dtype != np.int8:
-        raise ctx.error(f"{dtype} is not implemented")
-    qi = _quants(ctx, 0)[0]
+    if dtype not in (np.int8, np.uint8) or x.dtype != dtype:
+        raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
+    qi = elementwise._quants(ctx, 0)[0]
     d = x.astype(np.int64) - qi.zp
     m, shift = _inv_sqrt_multiplier((d * d).sum(axis=-1, keepdims=True))
-    y = multiply_by_quantized_multiplier(d, m, shift + 7, ctx.rounding)
-    return [np.clip(y, -128, 127).astype(np.int8)]
+    if dtype == np.uint8:  # the legacy kernel: 128·d rescaled, plus 128
+        y = multiply_by_quantized_multiplier(128 * d, m, shift, ctx.rounding) + 128
+    else:
+        y = multiply_by_quantized_multiplier(d, m, shift + 7, ctx.rounding)
+    return [np.clip(y, *type_range(dtype)).astype(dtype)]
 
 
 @kernel("LOCAL_RESPONSE_NORMALIZATION")
@@ -626,7 +639,7 @@ def local_response_normalization(ctx: OpContext) -> list[np.ndarray]:
 # -- prepare checks ------------------------------------------------------------------------------------
 
 _UNARY = ("EXP", "LOG", "SQRT", "RSQRT", "SQUARE", "ABS", "NEG", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "SIGN",
-          "LEAKY_RELU", "ELU", "GELU")
+          "LEAKY_RELU", "ELU", "GELU", "RELU_0_TO_1")
 
 
 @prepare_rule(*_UNARY, arity=(1, 1))
@@ -663,13 +676,17 @@ def _last_axis(op: OpCheck) -> list[Shape]:
     x = op.shape(0)
     if x is not None and not x:
         raise op.fail("its input is a scalar; it normalizes over the last axis")
+    if op.node.op == "L2_NORMALIZATION" and op.int_attr("fused_activation_function", 0) != 0:
+        raise op.fail("it has a fused activation, which LiteRT's kernel does not apply")
     out = op.node.outputs[0]
-    if op.node.op == "L2_NORMALIZATION":
-        if op.int_attr("fused_activation_function", 0) != 0:
-            raise op.fail("it has a fused activation, which LiteRT's kernel does not apply")
-        if out.quant is not None and out.quant.scale.size and out.dtype is not None and out.dtype.value == "int8" \
-                and (float(out.quant.scale.reshape(-1)[0]) != 1 / 128 or int(out.quant.zero_point.reshape(-1)[0])):
-            raise op.fail("its int8 output is not quantized with scale 1/128 and zero point 0, as LiteRT requires")
+    kind = out.dtype.value if out.dtype is not None else None
+    if out.quant is not None and out.quant.scale.size and kind in ("int8", "uint8"):
+        scale, zp = float(out.quant.scale.reshape(-1)[0]), int(out.quant.zero_point.reshape(-1)[0])
+        want = {("L2_NORMALIZATION", "int8"): (1 / 128, 0), ("L2_NORMALIZATION", "uint8"): (1 / 128, 128),
+                ("LOG_SOFTMAX", "int8"): (16 / 256, 127), ("LOG_SOFTMAX", "uint8"): (16 / 256, 255)}[op.node.op, kind]
+        if (scale, zp) != want:
+            raise op.fail(f"its {kind} output has scale {scale} and zero point {zp}; LiteRT's kernel requires "
+                          f"{want[0]} and {want[1]}")
     return [x]
 
 
