@@ -22,6 +22,7 @@ in integer LSTMs (the converter emits none from Keras layers).
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
@@ -158,6 +159,79 @@ def _lstm_shapes(op: OpCheck) -> list[Shape]:
         _cell_exponent(float(cell.quant.scale.reshape(-1)[0]), op.fail)
     return [(steps, batch, units) if time_major else (batch, steps, units)]
 
+
+
+# -- UNIDIRECTIONAL_SEQUENCE_RNN, SVDF (float32) ------------------------------------------------------
+
+@kernel("UNIDIRECTIONAL_SEQUENCE_RNN")
+def _unidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's float kernel: per time step ``h = act(x·Wᵀ + h·Rᵀ + b)``; inputs: the sequence,
+    weights ``[units, input]``, recurrent weights ``[units, units]``, bias, the hidden state
+    (a variable tensor, updated in place)."""
+    x, weights, recurrent, bias, state = (ctx.x(i) for i in range(5))
+    if any(a.dtype != np.float32 for a in (x, weights, recurrent, bias, state)):
+        raise ctx.error("only float32 is implemented")
+    time_major = bool(ctx.attr("time_major", False))
+    h = state.reshape(x.shape[1 if time_major else 0], -1)
+    outputs = []
+    for step in (x if time_major else x.transpose(1, 0, 2)):
+        h = _activation(ctx, (step @ weights.T + h @ recurrent.T + bias).astype(np.float32))
+        outputs.append(h)
+    state[...] = h.reshape(state.shape)
+    y = np.stack(outputs)
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
+
+
+@kernel("SVDF")
+def _svdf(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's float kernel (one time step per run): each filter's memory (the state,
+    ``[batch, filters·memory]``, a variable tensor) shifts left by one and takes the new
+    feature ``x·Fᵀ`` last; each filter's output is its memory dotted with its time weights,
+    ``rank`` filters summed per unit, plus the bias, through the fused activation."""
+    x, features, times, state = ctx.x(0), ctx.x(1), ctx.x(2), ctx.x(4)
+    if any(a.dtype != np.float32 for a in (x, features, times, state)):
+        raise ctx.error("only float32 is implemented")
+    rank = int(ctx.attr("rank", 1) or 1)
+    filters, memory = times.shape
+    batch = x.shape[0]
+    flat = state.reshape(-1)
+    flat[:-1] = flat[1:].copy()  # LiteRT shifts the whole buffer; each filter's last slot is rewritten below
+    filled = state.reshape(batch, filters, memory)
+    filled[:, :, -1] = x @ features.T
+    y = np.einsum("bfm,fm->bf", filled, times).astype(np.float32).reshape(batch, filters // rank, rank).sum(axis=2)
+    if ctx.has(3):
+        y = y + ctx.x(3)
+    return [_activation(ctx, y.astype(np.float32))]
+
+
+@prepare_rule("UNIDIRECTIONAL_SEQUENCE_RNN", arity=(5, 5))
+def _rnn_shapes(op: OpCheck) -> list[Shape]:
+    for i, what in enumerate(("input", "weights", "recurrent weights", "bias", "hidden state")):
+        op.need(i, what)
+    x, w, r = op.rank(0, 3), op.rank(1, 2), op.rank(2, 2)
+    if x is None or w is None:
+        return [None]
+    if w[1] != x[2] or (r is not None and r != (w[0], w[0])):
+        raise op.fail(f"input {list(x)}, weights {list(w)} and recurrent weights {list(r or ())} do not fit")
+    return [(x[0], x[1], w[0])]  # [batch, time, units], or [time, batch, units] when time-major
+
+
+@prepare_rule("SVDF", arity=(5, 5))
+def _svdf_shapes(op: OpCheck) -> list[Shape]:
+    for i, what in ((0, "input"), (1, "feature weights"), (2, "time weights"), (4, "activation state")):
+        op.need(i, what)
+    x, features, times = op.rank(0, 2), op.rank(1, 2), op.rank(2, 2)
+    rank = op.int_attr("rank", 1, 1)
+    if x is None or features is None or times is None:
+        return [None]
+    filters, memory = times
+    if features != (filters, x[1]) or filters % rank:
+        raise op.fail(f"feature weights {list(features)}, time weights {list(times)} and rank {rank} do not fit "
+                      f"input {list(x)}")
+    state = op.shape(4)
+    if state is not None and math.prod(state) != x[0] * filters * memory:
+        raise op.fail(f"activation state {list(state)} does not hold {x[0]}x{filters}x{memory} values")
+    return [(x[0], filters // rank)]
 
 # -- the integer LSTM (8x8_16) -------------------------------------------------------------------------
 
