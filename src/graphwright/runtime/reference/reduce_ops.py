@@ -96,6 +96,8 @@ def _quantized_sum(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...], keep: b
         derived = ctx.cache[key] = (m, shift)
     m, shift = derived
     total = _wrap32(np.sum(x, axis=axes, keepdims=keep, dtype=np.int64))  # LiteRT's int32 accumulator
+    if x.size == 0:  # LiteRT leaves its zeroed output
+        return np.zeros(total.shape, x.dtype)
     y = multiply_by_quantized_multiplier(_wrap32(total - q_in.zp * n), m, shift, ctx.rounding) + q_out.zp
     lo, hi = type_range(x.dtype)
     return np.clip(y, lo, hi).astype(x.dtype)
@@ -195,9 +197,12 @@ def cumsum(ctx: OpContext) -> list[np.ndarray]:
     reverse, exclusive = bool(ctx.attr("reverse", False)), bool(ctx.attr("exclusive", False))
     v = np.flip(x, axis=a) if reverse else x
     out = np.cumsum(v, axis=a, dtype=x.dtype)  # sequential, in the input's type (wraps)
-    if exclusive:
-        out = np.concatenate([np.zeros_like(np.take(out, [0], axis=a)), np.delete(out, -1, axis=a)], axis=a) \
-            if out.shape[a] else out
+    if exclusive:  # each running sum moves one step on, the first is 0
+        shifted = np.zeros_like(out)
+        later, earlier = [slice(None)] * x.ndim, [slice(None)] * x.ndim
+        later[a], earlier[a] = slice(1, None), slice(None, -1)
+        shifted[tuple(later)] = out[tuple(earlier)]
+        out = shifted
     return [np.ascontiguousarray(np.flip(out, axis=a) if reverse else out)]
 
 
