@@ -278,7 +278,7 @@ def test_layers_recomputed_from_extracted_integers_match_litert(family: str, nam
     assert expected_ops <= checked, expected_ops - checked
 
 
-# -- TFLite Micro's integer softmax from input_multiplier / input_left_shift / diff_min -------------
+# -- the integer softmax (LiteRT BUILTIN_REF, TFLite Micro) from input_multiplier, input_left_shift, diff_min
 # gemmlowp fixed point: a raw int32 q with k integer bits stands for q / 2^(31-k)
 
 def _wrap(v: np.ndarray) -> np.ndarray:
@@ -345,7 +345,9 @@ def _softmax_fixed_point(p: Layer, x: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("family", "name"), [("tflite_ops", "convs_int8"), ("tflite_ops", "mobilenet_v3_small_int8")])
-def test_softmax_fixed_point_parameters_reproduce_tflite_micro(family: str, name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["tflm", "litert-ref"])
+def test_softmax_fixed_point_parameters_reproduce_the_integer_kernels(family: str, name: str, backend: str,
+                                                                     tmp_path: Path) -> None:
     info = get_model(family, name)
     manifest = extract(info.path, tmp_path / "out")
     layer = next(layer for layer in manifest.layers if layer.op == "SOFTMAX")
@@ -353,7 +355,7 @@ def test_softmax_fixed_point_parameters_reproduce_tflite_micro(family: str, name
     assert node is not None
     names = [node.inputs[0].name, node.outputs[0].name]
     for seed in range(3):
-        got = execute(info.path, feeds_for(info, seed), Job(backend="tflm", outputs=names)).outputs
+        got = execute(info.path, feeds_for(info, seed), Job(backend=backend, outputs=names)).outputs
         np.testing.assert_array_equal(_softmax_fixed_point(layer.params, got[names[0]]), got[names[1]])
 
 

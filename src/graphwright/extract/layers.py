@@ -36,21 +36,22 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``y = table[x − type_min]``; HARD_SWISH also gives its fixed-point
   multipliers (int16 ``output_multiplier_fixedpoint_int16`` / ``reluish_multiplier_fixedpoint_int16``
   and their exponents) as LiteRT's Prepare derives them.
-* SOFTMAX (8-bit): LiteRT's reference kernel is not integer-only; it uses ``exp_table``, the
-  float32 ``exp(−s_in·β·d)`` for ``d = max − x`` in 0..255, then
-  ``y = round(e/(Σ e · s_out)) + zp_out`` in float32 (``beta``, scales given).  TFLite Micro's
-  integer-only kernel (gemmlowp fixed point) takes ``input_multiplier``/``input_left_shift``
-  (``β·s_in·2^26`` as a multiplier greater than one: the input difference to the row maximum
-  becomes a fixed-point number with 5 integer bits) and ``diff_min`` (differences below it
-  contribute nothing); these are not computed by graphwright's interpreter.
+* SOFTMAX (8-bit): the integer-only kernel of LiteRT's ``BUILTIN_REF`` and TFLite Micro
+  (gemmlowp fixed point) takes ``input_multiplier``/``input_left_shift`` (``β·s_in·2^26`` as a
+  multiplier greater than one: the input difference to the row maximum becomes a fixed-point
+  number with 5 integer bits) and ``diff_min`` (differences below it contribute nothing).
+  graphwright's interpreter computes the same outputs from ``exp_table``, the float32
+  ``exp(−s_in·β·d)`` for ``d = max − x`` in 0..255, then ``y = round(e/(Σ e · s_out)) + zp_out``
+  in float32 (``beta``, scales given), so the fixed-point parameters are derived here, as
+  LiteRT's PreprocessSoftmaxScaling and CalculateInputRadius do.
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
   ``alpha_multiplier``/``alpha_shift`` (``α·s_in/s_out``) below; PRELU: ``identity_*`` and
   ``alpha_*`` (``s_in·s_α/s_out``), ``y = clamp(MBQM((x − zp_in)·(α − zp_α), …) + zp_out)``.
 
-Not covered yet: int16 LOGISTIC/TANH/SOFTMAX (their LUTs; the interpreter has no int16
-kernels for them yet) and LUTs of int16 element-wise math.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
+Not covered yet: int16 LOGISTIC/TANH/SOFTMAX (LiteRT's fixed tables and LUTs; the
+interpreter has no int16 kernels for them yet) and the LUTs of int16 element-wise math.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 O(operators), plus 256 kernel evaluations per table.
 """
@@ -395,15 +396,16 @@ def _down16(m: int) -> int:
 
 @_layer("SOFTMAX")
 def _softmax(node: Node) -> Params | None:
-    """LiteRT's reference SOFTMAX on 8-bit tensors is a float32 table (elementwise.py builds it inline)."""
+    """8-bit SOFTMAX: the fixed-point parameters, and the interpreter's float32 table (which
+    elementwise.py builds inline)."""
     qs = _quants(node, 0)
     if qs is None or _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
         return None
     q_in, q_out = qs
     beta = np.float32(node.attr("beta", 1.0) or 1.0)
     table = np.exp(np.float32(-q_in.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
-    # TFLite Micro's integer-only softmax: PreprocessSoftmaxScaling and CalculateInputRadius
-    # with 5 integer bits for the scaled difference to the row maximum
+    # the fixed-point softmax: PreprocessSoftmaxScaling and CalculateInputRadius with
+    # 5 integer bits for the scaled difference to the row maximum
     real = min(float(beta) * _f64(q_in.s) * float(1 << (31 - _SOFTMAX_DIFF_BITS)), float((1 << 31) - 1))
     multiplier, left_shift = _mult(real)
     radius = ((1 << _SOFTMAX_DIFF_BITS) - 1) * float(1 << (31 - _SOFTMAX_DIFF_BITS)) / float(1 << left_shift)
