@@ -7,7 +7,9 @@ arena sized up front.  It is a second oracle beside ``litert-ref``.
 * The model is read by graphwright's TFLite reader first (a corrupt file is a
   :class:`~graphwright.errors.ModelLoadError`); its subgraph-0 tensors are then
   addressed by name through their index in the file.  The interpreter keeps
-  every tensor (``kPreserveAllTensors``), so any operator output can be asked for.
+  every tensor (``kPreserveAllTensors``), so any operator output can be asked for;
+  resource and variant tensors (handles, which TFLM's Python wrapper cannot
+  return) are left out of the result.
 * Shapes are the file's static shapes (TFLM cannot resize inputs).
 * The arena is sized from the model (every non-constant tensor twice, plus
   bookkeeping per tensor and operator) and doubled while TFLM reports that it
@@ -19,12 +21,14 @@ arena sized up front.  It is a second oracle beside ``litert-ref``.
   one-line :class:`~graphwright.errors.VerificationError` messages, e.g.
   ``TFLM has no operator LSH_PROJECTION``.
 
-:func:`supported_operators` lists the builtin operators TFLM registers.
+:func:`supported_operators` lists the builtin operators TFLM registers;
+:func:`missing_operator` reads the operator back from a refusal's message.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import sys
@@ -40,7 +44,7 @@ from ..formats.tflite import read_model, serialize
 from ..ir import DType, Graph, Model, Node, Value
 from .base import Backend, InputSpec, ModelSource, Session, check_feeds
 
-__all__ = ["TFLMBackend", "supported_operators"]
+__all__ = ["TFLMBackend", "arena_estimate", "available", "missing_operator", "supported_operators"]
 
 #: Smallest arena tried: below a few KiB TFLM crashes while it sets itself up.
 ARENA_FLOOR = 64 << 10
@@ -52,6 +56,20 @@ _MISSING_BUILTIN = re.compile(r"Didn't find op for builtin opcode '([^']+)'")
 _OUT_OF_RANGE = re.compile(r"builtin_code out of range: (\d+)")
 _MISSING_CUSTOM = "Failed to get registration from op code CUSTOM"
 _OUT_OF_ARENA = ("Failed to allocate", "Failed to resize buffer", "missing:")
+
+
+_NO_OPERATOR = re.compile(r"TFLM has no (?:custom )?operator (\S+)")
+
+
+def available() -> bool:
+    """Whether TFLM's Python package (``tflite-micro``) is installed (nothing is imported)."""
+    return importlib.util.find_spec("tflite_micro") is not None
+
+
+def missing_operator(message: str) -> str | None:
+    """The operator named by a ``TFLM has no operator X`` refusal (the first, for custom ones), else None."""
+    match = _NO_OPERATOR.search(message)
+    return match.group(1).rstrip(",") if match else None
 
 
 def _import_runtime(backend: Backend) -> ModuleType:
@@ -76,7 +94,7 @@ class TFLMBackend(Backend):
 
 
 class TFLMSession(Session):
-    __slots__ = ("_interp", "_label", "_tensor_index", "arena_size", "inputs", "outputs")
+    __slots__ = ("_handles", "_interp", "_label", "_tensor_index", "arena_size", "inputs", "outputs")
 
     def __init__(self, runtime: ModuleType, source: ModelSource, model: Model, options: Mapping[str, Any]) -> None:
         self._label = source.label
@@ -84,10 +102,14 @@ class TFLMSession(Session):
         self.inputs = [InputSpec(v.name, v.dtype or DType.UNDEFINED, _static_shape(v)) for v in graph.inputs]
         self.outputs = [v.name for v in graph.outputs]
         self._tensor_index: dict[str, int] = {}
+        #: resource and variant tensors: handles TFLM's Python wrapper cannot return (it crashes)
+        self._handles: set[str] = set()
         for value in _values(graph):
             index = value.meta.get("tflite.tensor_index")
             if index is not None:
                 self._tensor_index.setdefault(value.name, int(index))
+            if value.dtype in (DType.RESOURCE, DType.VARIANT):
+                self._handles.add(value.name)
         fixed = options.get("arena_size")
         limit = int(options.get("max_arena_size", DEFAULT_MAX_ARENA))
         size = int(fixed) if fixed is not None else min(arena_estimate(model), limit)
@@ -122,7 +144,8 @@ class TFLMSession(Session):
         printed, _, error = _attempt(interp.invoke)
         if error is not None:
             raise VerificationError(f"tflm failed running {self._label}: {_first_lines(printed) or error}")
-        return {n: np.array(interp.GetTensor(self._tensor_index[n], 0)["tensor_data"]) for n in names}
+        return {n: np.array(interp.GetTensor(self._tensor_index[n], 0)["tensor_data"])
+                for n in names if n not in self._handles}
 
 
 def _attempt(call: Callable[[], Any]) -> tuple[str, Any, RuntimeError | None]:
