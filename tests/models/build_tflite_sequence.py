@@ -8,7 +8,10 @@ Models (each ``<model>_<mode>``):
 * ``lstm``: two stacked ``tf_keras.layers.LSTM`` (batch 2, 4 time steps, weights drawn with
   standard deviation 1.5) -> two UNIDIRECTIONAL_SEQUENCE_LSTM, the second time-major after a
   TRANSPOSE; in int8 the full-integer LSTM (int8 activations, int16 cell state, nonzero
-  zero points).
+  zero points).  (The converter refuses 16x8 LSTMs.)
+* ``rnn_svdf``: UNIDIRECTIONAL_SEQUENCE_RNN (tanh) on a sequence and SVDF (rank 2, relu) on one
+  frame, which no Keras layer converts to: written with graphwright's TFLite writer, their
+  states as variable tensors.
 """
 
 from __future__ import annotations
@@ -16,14 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from ._info import ModelInfo
-from ._tflite_common import Spec, build_converted
+from ._tflite_common import SEED, Spec, build_converted, info_of
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 
-NAMES = ("lstm_float", "lstm_int8")
+NAMES = ("lstm_float", "lstm_int8", "rnn_svdf_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -42,9 +46,42 @@ def _lstm() -> tuple[Any, list[Spec]]:
     return tf_keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
 
 
-_MAKERS = {"lstm": _lstm}
+def _rnn_svdf(model_path: Path) -> None:
+    from graphwright.formats import tflite
+    from graphwright.ir import Attr, DType, Graph, Model, Node, Tensor, Value
+
+    rng = np.random.default_rng(SEED)
+    g = Graph("tflite", "main")
+
+    def weights(name: str, shape: tuple[int, ...]) -> Value:
+        return g.add_initializer(Value(name, const=Tensor.from_numpy(rng.uniform(-0.8, 0.8, shape).astype(np.float32))))
+
+    def state(name: str, shape: tuple[int, ...]) -> Value:
+        value = Value(name, DType.FLOAT32, shape)
+        value.meta["tflite.is_variable"] = True
+        return g.add_state(value)
+
+    def op(kind: str, inputs: list[Value], shape: tuple[int, ...], **attrs: Attr) -> Value:
+        out = Value(kind.lower(), DType.FLOAT32, shape)
+        g.append(Node(kind, inputs, dialect="tflite", name=out.name, attrs=attrs, outputs=[out]))
+        return out
+
+    units, filters, memory = 5, 6, 4
+    x, frame = Value("x", DType.FLOAT32, (BATCH, STEPS, FEATURES)), Value("frame", DType.FLOAT32, (BATCH, FEATURES))
+    g.set_inputs([x, frame])
+    rnn = op("UNIDIRECTIONAL_SEQUENCE_RNN", [x, weights("rnn_w", (units, FEATURES)), weights("rnn_r", (units, units)),
+             weights("rnn_b", (units,)), state("rnn_h", (BATCH, units))], (BATCH, STEPS, units),
+             time_major=Attr.bool(False), fused_activation_function=Attr.int(4), asymmetric_quantize_inputs=Attr.bool(False))
+    svdf = op("SVDF", [frame, weights("svdf_features", (filters, FEATURES)), weights("svdf_times", (filters, memory)),
+              weights("svdf_b", (filters // 2,)), state("svdf_memory", (BATCH, filters * memory))],
+              (BATCH, filters // 2), rank=Attr.int(2), fused_activation_function=Attr.int(1),
+              asymmetric_quantize_inputs=Attr.bool(False))
+    g.set_outputs([rnn, svdf])
+    model_path.write_bytes(tflite.serialize(Model(g, "tflite")))
 
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
-    model = name.rsplit("_", 1)[0]
-    return build_converted("tflite_sequence", name, _MAKERS[model], model_path, reference_path)
+    if name == "rnn_svdf_float":
+        _rnn_svdf(model_path)
+        return info_of("tflite_sequence", name, model_path, reference_path)
+    return build_converted("tflite_sequence", name, _lstm, model_path, reference_path)

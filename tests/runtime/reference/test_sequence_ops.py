@@ -20,7 +20,7 @@ from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
-INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}}
+INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "rnn_svdf": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF"}}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -40,7 +40,8 @@ def test_state_carries_over_runs_and_resets(name: str) -> None:
     mine = Interpreter(info.path)
     theirs = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     theirs.allocate_tensors()
-    (detail,), output = theirs.get_input_details(), theirs.get_output_details()[0]["index"]
+    inputs = {d["name"]: d["index"] for d in theirs.get_input_details()}
+    outputs = [d["index"] for d in theirs.get_output_details()]
     results = []
     for seed in (2, 3, 3, "reset", 3):
         if seed == "reset":
@@ -48,14 +49,17 @@ def test_state_carries_over_runs_and_resets(name: str) -> None:
             theirs.reset_all_variables()
             continue
         feeds = feeds_for(info, int(seed))
-        theirs.set_tensor(detail["index"], feeds[detail["name"]])
+        for input_name, array in feeds.items():
+            theirs.set_tensor(inputs[input_name], array)
         theirs.invoke()
-        expected, got = theirs.get_tensor(output), mine.run(feeds)[mine.outputs[0]]
-        if got.dtype.kind == "f":
-            np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * np.abs(expected).max())
-        else:
-            np.testing.assert_array_equal(got, expected)
-        results.append(got)
+        got = mine.run(feeds)
+        for index, output_name in zip(outputs, mine.outputs, strict=True):
+            expected = theirs.get_tensor(index)
+            if expected.dtype.kind == "f":
+                np.testing.assert_allclose(got[output_name], expected, rtol=0, atol=1e-5 * np.abs(expected).max())
+            else:
+                np.testing.assert_array_equal(got[output_name], expected)
+        results.append(got[mine.outputs[0]])
     assert not np.array_equal(results[1], results[2]), "the second run of the same input did not see the state"
 
 
