@@ -28,11 +28,11 @@ pytestmark = pytest.mark.slow
 #: (family, model, the operators each must have recomputed)
 MODELS = [
     ("tflite_ops", "convs_int8", {"ADD", "SUB", "MUL", "AVERAGE_POOL_2D", "MEAN", "SOFTMAX", "CONCATENATION",
-                                  "FULLY_CONNECTED"}),
+                                  "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"}),
     ("tflite_ops", "acts_int8", {"LOGISTIC", "TANH", "HARD_SWISH", "QUANTIZE", "DEQUANTIZE", "ADD", "SUB",
                                  "CONCATENATION"}),
     ("tflite_ops", "misc_int8", {"RELU", "RELU6", "MEAN", "AVERAGE_POOL_2D", "MUL", "ADD", "CONCATENATION"}),
-    ("tflite_math", "prelu_int8", {"PRELU"}),
+    ("tflite_math", "prelu_int8", {"PRELU", "CONV_2D"}),
     ("tflite_math", "unary_int8", {"LEAKY_RELU", "SUB", "MUL", "QUANTIZE"}),
     ("tflite_math", "unary_int16x8", {"LEAKY_RELU"}),
     ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE"}),
@@ -205,6 +205,32 @@ def _prelu(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     return _clamp(y + p["output_zero_point"], p, out.dtype)
 
 
+def _conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """CONV_2D and DEPTHWISE_CONV_2D (NHWC; weights OHWI, or 1HW(I·multiplier) for depthwise)."""
+    depthwise = "depth_multiplier" in p
+    w = x[1].astype(np.int64)
+    kh, kw = w.shape[1], w.shape[2]
+    (sh, sw), (dh, dw) = p["strides"], p["dilations"]
+    _, h, wd, _ = x[0].shape
+    _, oh, ow, c_out = out.shape
+    pad = [max((o - 1) * s + (k - 1) * d + 1 - n, 0) // 2 if p["padding"] == "SAME" else 0
+           for o, s, k, d, n in ((oh, sh, kh, dh, h), (ow, sw, kw, dw, wd))]
+    xp = np.pad(x[0].astype(np.int64) - p["input_zero_point"],
+                ((0, 0), (pad[0], kh * dh + oh * sh), (pad[1], kw * dw + ow * sw), (0, 0)))
+    acc = np.zeros(out.shape, np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            taps = xp[:, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw, :]
+            if depthwise:
+                acc += np.repeat(taps, p["depth_multiplier"], axis=-1) * w[0, i, j, :]
+            else:
+                acc += np.einsum("nhwc,oc->nhwo", taps, w[:, i, j, :])
+    if len(x) > 2:
+        acc += x[2].astype(np.int64)
+    y = np.stack([_mbqm(acc[..., c], p["multiplier"][c], p["shift"][c]) for c in range(c_out)], axis=-1)
+    return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
 def _hard_swish(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """LiteRT's 8-bit HardSwish from its 16-bit fixed-point multipliers alone."""
     def srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
@@ -234,6 +260,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
     "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": _average_pool, "MEAN": _mean,
     "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
     "REDUCE_PROD": _reduce_prod, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }

@@ -9,7 +9,9 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 (LiteRT's ``input_offset`` is ``−zero_point``).  Per operator:
 
 * CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED: per output channel ``multiplier``/``shift``
-  of ``s_in·s_w[c]/s_out``; ``y = clamp(MBQM(Σ w·(x − zp_in) + bias, m[c], shift[c]) + zp_out)``.
+  of ``s_in·s_w[c]/s_out``; ``y = clamp(MBQM(Σ w·(x − zp_in) + bias, m[c], shift[c]) + zp_out)``;
+  ``strides``, ``dilations``, ``padding`` (TFLite's: the odd padding pixel goes after) and
+  ``depth_multiplier``.
 * ADD / SUB (8-bit, and int16 with general scales): ``left_shift`` (20; 15 for int16),
   ``a_i = MBQM((x_i − zp_i)·2^left_shift, input{i}_multiplier, input{i}_shift)``,
   ``y = clamp(MBQM(a_1 ± a_2, output_multiplier, output_shift) + zp_out)``; int16 with
@@ -179,6 +181,7 @@ def _conv(node: Node) -> Params | None:
                       **_clamp(node, _dtype(x)), "multiplier": [int(v) for v in m], "shift": [int(v) for v in s]}
     if node.op != "FULLY_CONNECTED":
         params["strides"] = [int(node.attr("stride_h", 1)), int(node.attr("stride_w", 1))]
+        params["dilations"] = [int(node.attr("dilation_h_factor", 1)), int(node.attr("dilation_w_factor", 1))]
         params["padding"] = "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"
     if node.op == "DEPTHWISE_CONV_2D":
         params["depth_multiplier"] = int(node.attr("depth_multiplier", 1) or 1)
