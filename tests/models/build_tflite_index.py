@@ -18,9 +18,9 @@ Models (``<model>_<mode>``):
 
   - not int16x8 (no 16x8 quantization in the converter; it leaves PADV2's value float):
     SCATTER_ND (repeated indices add up), SPACE_TO_DEPTH, WHERE, PADV2;
-  - not int8: TILE (BUILTIN_REF loads versions 1-2, the converter's int8 one is 3);
-  - float only: DEPTH_TO_SPACE (BUILTIN_REF loads version 1 only), REVERSE_SEQUENCE (no int8
-    kernel), RANGE (int32 and float), ZEROS_LIKE, ones_like (BROADCAST_TO: no ONES_LIKE builtin).
+  - float only: TILE (BUILTIN_REF loads versions 1-2, the converter's int8 and int16 ones are 3),
+    DEPTH_TO_SPACE (BUILTIN_REF loads version 1 only), REVERSE_SEQUENCE (no int8 kernel), RANGE
+    (int32 and float), ZEROS_LIKE, ones_like (BROADCAST_TO: no ONES_LIKE builtin).
 
 * ``direct_float`` / ``direct_int16x8``: flatbuffers written with the schema's object API (every
   operator tagged version 1, which BUILTIN_REF loads; its kernels dispatch on the tensor type),
@@ -29,7 +29,7 @@ Models (``<model>_<mode>``):
   int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model); in
   both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
   axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
-  SPLIT, PADV2 (an int16 value).  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
+  SPLIT, PADV2 (an int16 value), TILE.  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 6
+BUILDER_VERSION = 7
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -62,11 +62,11 @@ _NOT_16X8 = ("SCATTER_ND", "SPACE_TO_DEPTH", "WHERE", "PADV2")
 EXPECTED_OPS = {
     "index_float": (*_INDEX, *_LAYOUT, *_NOT_16X8, "TILE", "DEPTH_TO_SPACE", "REVERSE_SEQUENCE", "RANGE", "ZEROS_LIKE"),
     "index_int8": (*_INDEX, *_LAYOUT, *_NOT_16X8),
-    "index_int16x8": (*_INDEX, *_LAYOUT, "TILE"),
+    "index_int16x8": (*_INDEX, *_LAYOUT),
     "direct_float": ("EMBEDDING_LOOKUP", "RANK", "ZEROS_LIKE", "SQUEEZE", "EXPAND_DIMS", "DEPTH_TO_SPACE", "TILE",
                      "UNPACK"),
     "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT", "PADV2", "SQUEEZE",
-                       "EXPAND_DIMS"),
+                       "EXPAND_DIMS", "TILE"),
 }
 
 #: x: batch-2 image; v5: rank 5; then index inputs, each in the range its operator accepts
@@ -117,9 +117,8 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
             out["s2d"] = tf.nn.space_to_depth(h, 2)
             out["where"] = tf.where(h)  # float / int8 condition: non-zero elements
             out["padv2"] = tf.pad(h, [[1, 0], [0, 0], [2, 2], [0, 1]], constant_values=0.5)  # 16x8: a float value
-        if mode != "int8":  # BUILTIN_REF runs TILE up to version 2, not the int8 version 3
+        if mode == "float":  # BUILTIN_REF loads TILE versions 1-2 and DEPTH_TO_SPACE version 1 only
             out["tile"] = tf.tile(h, [1, 2, 1, 3])
-        if mode == "float":  # BUILTIN_REF runs DEPTH_TO_SPACE version 1 only (int8 is in direct_float)
             out["d2s"] = tf.nn.depth_to_space(h, 2)
             out["revseq"] = tf.reverse_sequence(h, seqlen, seq_axis=2, batch_axis=0)
             out["range"] = tf.range(0, n[0], 2)
@@ -282,6 +281,8 @@ def _direct_int16(path: Path) -> list[Spec]:
     value = m.tensor("pad_value", (), np.int16, np.asarray(-1234, np.int16), **q)
     m.op(B.PADV2, [x, pads, value], [m.tensor("padv2", (4, 7, 4, 4), np.int16, **q)])
     _squeeze_expand(m, x, (3, 5, 2, 4), np.int16, q)
+    multiples = m.tensor("multiples", (4,), np.int32, np.asarray([1, 2, 3, 1], np.int32))
+    m.op(B.TILE, [x, multiples], [m.tensor("tile", (3, 10, 6, 4), np.int16, **q)])
     m.write(path)
     return m.specs
 
