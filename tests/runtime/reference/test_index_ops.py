@@ -5,11 +5,14 @@ shapes the kernels cannot take are refused with one line, as LiteRT refuses them
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
 from graphwright.errors import VerificationError
 from graphwright.formats import load
+from graphwright.ir import Attr, Model, Node, QuantParams, Tensor, Value
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 from tests.models.build_tflite_index import EXPECTED_OPS, FAMILY, NAMES
@@ -73,3 +76,41 @@ def test_litert_refuses_the_same_gather_index() -> None:
         litert.set_tensor(detail["index"], feeds[detail["name"]])
     with pytest.raises(RuntimeError, match="gather index out of bounds"):
         litert.invoke()
+
+
+def _first(model: Model, op: str) -> Node:
+    return next(n for n in model.graph if n.op == op)
+
+
+def _set_const(value: Value, array: list[int] | list[list[int]]) -> None:
+    assert value.const is not None
+    value.const = Tensor.from_numpy(np.asarray(array, value.const.numpy().dtype), value.const.dtype)
+
+
+@pytest.mark.parametrize(("op", "edit", "what"), [
+    ("SLICE", lambda n: _set_const(n.inputs[2], [2, 7, -1, 2]), "lie outside input [2, 6, 8, 4]"),
+    ("MIRROR_PAD", lambda n: _set_const(n.inputs[1], [[0, 0], [6, 0], [0, 0], [0, 0]]),
+     "exceed what input [2, 6, 8, 4] can mirror (REFLECT)"),
+    ("REVERSE_V2", lambda n: _set_const(n.inputs[1], [0, 2]), "not contiguous"),
+    ("SPLIT_V", lambda n: _set_const(n.inputs[1], [1, 2, 2]), "do not add up to the 6 elements"),
+    ("GATHER", lambda n: n.attrs.__setitem__("batch_dims", Attr.int(2)), "batch_dims 2 does not fit axis 1"),
+])
+def test_shapes_the_kernels_cannot_take_are_refused_when_built(op: str, edit: Callable[[Node], None],
+                                                               what: str) -> None:
+    model = load(get_model(FAMILY, "index_float").path)
+    edit(_first(model, op))
+    with pytest.raises(VerificationError, match=f"cannot run operator {op}") as err:
+        Interpreter(model)
+    assert what in str(err.value) and "\n" not in str(err.value)
+
+
+def test_int8_concatenation_of_other_scales_is_refused_as_litert_does() -> None:
+    """LiteRT's int8 CONCATENATION copies values and refuses inputs quantized unlike its output
+    (the converter gives them one scale); only uint8 requantizes."""
+    info = get_model(FAMILY, "index_int8")
+    model = load(info.path)
+    value = _first(model, "CONCATENATION").inputs[1]
+    q = value.quant
+    value.quant = QuantParams(q.scale * 2, q.zero_point, q.axis)
+    with pytest.raises(VerificationError, match="int8 input is quantized differently from the output"):
+        Interpreter(model).run(feeds_for(info, 2))
