@@ -29,17 +29,18 @@ pytestmark = pytest.mark.slow
 FAMILY = "tflite_reduce"
 #: model -> the operators it must hold (the converter's output is checked, not assumed)
 OPS = {
-    "reduce_float": {"SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "ARG_MAX", "ARG_MIN", "TOPK_V2",
-                     "AVERAGE_POOL_2D", "MAX_POOL_2D"},
+    "reduce_float": {"SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "MEAN", "ARG_MAX",
+                     "ARG_MIN", "TOPK_V2", "CUMSUM", "AVERAGE_POOL_2D", "MAX_POOL_2D"},
     "reduce_int8": {"REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "ARG_MAX", "ARG_MIN", "TOPK_V2",
                     "AVERAGE_POOL_2D", "MAX_POOL_2D"},
     "reduce_int16x8": {"REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D"},
     "sums_int8": {"SUM"},
     "sums_int16x8": {"SUM"},
-    "ints_float": {"SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL", "ARG_MAX",
-                   "ARG_MIN", "TOPK_V2", "CUMSUM"},
-    "cumsum_float": {"CUMSUM"},
 }
+#: types each operator runs on in the float model (besides float32)
+PLAIN_TYPES = {"SUM": {"int32", "int64"}, "REDUCE_MAX": {"int32"}, "REDUCE_MIN": {"int64"},
+               "REDUCE_PROD": {"int32", "int64"}, "REDUCE_ANY": {"bool"}, "REDUCE_ALL": {"bool"},
+               "ARG_MAX": {"int32"}, "ARG_MIN": {"int32"}, "TOPK_V2": {"int32"}, "CUMSUM": {"int32", "int64"}}
 #: the oracle per model: LiteRT's reference kernels, but TFLite Micro for quantized SUM (see above)
 ORACLE = {"sums_int8": "tflm", "sums_int16x8": "tflm"}
 
@@ -52,12 +53,19 @@ def test_every_operator_output_matches_the_oracle(name: str) -> None:
     assert assert_matches_reference(info, other=ORACLE.get(name, "litert-ref")) > 0
 
 
-def test_quantized_types_are_what_the_modes_promise() -> None:
-    """The int8 and 16x8 models really run each operator on quantized tensors (not only float islands)."""
-    for name, dtype in (("reduce_int8", "int8"), ("reduce_int16x8", "int16"), ("sums_int16x8", "int16")):
+def test_each_operator_runs_on_the_types_the_models_promise() -> None:
+    """The int8 and 16x8 models run each operator on quantized tensors (not only float islands);
+    the float model runs them on float32 and on int32 / int64 / bool as listed."""
+    for name, dtype in (("reduce_int8", "int8"), ("reduce_int16x8", "int16"), ("sums_int8", "int8"),
+                        ("sums_int16x8", "int16")):
         graph = load(get_model(FAMILY, name).path).graph
         quantized = {node.op for node in graph if node.inputs[0].dtype.value == dtype}
         assert OPS[name] <= quantized, (name, sorted(OPS[name] - quantized))
+    graph = load(get_model(FAMILY, "reduce_float").path).graph
+    ran = {(node.op, node.inputs[0].dtype.value) for node in graph}
+    wanted = {(op, "float32") for op in OPS["reduce_float"] - {"REDUCE_ANY", "REDUCE_ALL"}}
+    wanted |= {(op, t) for op, types in PLAIN_TYPES.items() for t in types}
+    assert wanted <= ran, sorted(wanted - ran)
 
 
 @pytest.mark.parametrize("name", ["reduce_int8", "reduce_int16x8"])
@@ -75,20 +83,22 @@ def test_mean_with_equal_scales_still_requantizes(name: str, tmp_path: Path) -> 
     assert assert_matches_reference(replace(info, path=path)) > 0
 
 
-@pytest.mark.parametrize("name", ["reduce_float", "cumsum_float"])
-def test_nan_and_infinite_inputs_as_litert(name: str) -> None:
+def test_nan_and_infinite_inputs_as_litert() -> None:
     """Inputs with NaN and ±inf (one run with a NaN first): every operator reading a graph input
     (reductions, pools, ARG_MAX, TOPK_V2, CUMSUM) gives LiteRT's values — NaNs where it has
     them, ±FLT_MAX where it clamps."""
+    name = "reduce_float"
     info = get_model(FAMILY, name)
     interp = Interpreter(info.path)
-    graph_inputs = set(interp.graph.inputs)
+    graph_inputs = {v for v in interp.graph.inputs if v.dtype.value == "float32"}
     direct = [node for node in interp.graph if node.inputs[0] in graph_inputs and node.op in OPS[name]]
     names = [v.name for node in direct for v in node.outputs]
     for seed in range(2, 6):
         feeds = feeds_for(info, seed)
         rng = np.random.default_rng(seed)
         for array in feeds.values():
+            if array.dtype != np.float32:
+                continue
             flat = array.reshape(-1)
             flat[rng.choice(flat.size, 6, replace=False)] = [np.nan, np.nan, np.inf, np.inf, -np.inf, -np.inf]
             flat[0] = np.nan if seed == 5 else flat[0]
@@ -124,7 +134,7 @@ def test_legacy_uint8(name: str, tmp_path: Path) -> None:
 
 def test_ties_pick_the_first_index() -> None:
     """All-equal inputs (seed 0: every input at its minimum): ARG_MAX/ARG_MIN give 0, TOPK_V2 0..k-1."""
-    info = get_model(FAMILY, "ints_float")
+    info = get_model(FAMILY, "reduce_float")
     interp = Interpreter(info.path)
     traced = interp.trace(feeds_for(info, 0))
     for node in interp.graph:
@@ -136,7 +146,7 @@ def test_ties_pick_the_first_index() -> None:
 
 
 def test_axes_outside_the_input_are_refused_in_one_line() -> None:
-    model = load(get_model(FAMILY, "ints_float").path)
+    model = load(get_model(FAMILY, "reduce_float").path)
     node = next(n for n in model.graph if n.op == "REDUCE_PROD" and n.inputs[1].const is not None)
     axes = node.inputs[1]
     axes.const = Tensor.from_numpy(np.array([7], np.int32), axes.const.dtype)
