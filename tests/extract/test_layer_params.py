@@ -39,6 +39,10 @@ MODELS = [
     ("tflite_math", "unary_int8", {"ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU"}),
     ("tflite_reduce", "reduce_int8", {"AVERAGE_POOL_2D", "MEAN", "SUB", "REDUCE_PROD"}),
     ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MEAN", "REDUCE_PROD"}),
+    ("tflite_conv", "convs_int8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
+    ("tflite_conv", "convs_int16x8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
+    ("tflite_conv", "matmul_int8", {"BATCH_MATMUL", "FULLY_CONNECTED"}),
+    ("tflite_conv", "matmul_int16x8", {"BATCH_MATMUL", "FULLY_CONNECTED"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
 ]
@@ -69,6 +73,22 @@ def _rdbpot(x: np.ndarray, exponent: int) -> np.ndarray:
 def _mbqm(x: np.ndarray, m: int, shift: int) -> np.ndarray:
     """MultiplyByQuantizedMultiplier with the reference kernels' two roundings."""
     return _rdbpot(_srdhm(np.asarray(x, np.int64) * (1 << max(shift, 0)), m), max(-shift, 0))
+
+
+def _requantize(acc: np.ndarray, p: Layer, c: int | None = None) -> np.ndarray:
+    """The accumulator scaled as ``p["rounding"]`` says (channel ``c`` of per-channel parameters)."""
+    m, shift = (p["multiplier"], p["shift"]) if c is None else (p["multiplier"][c], p["shift"][c])
+    if p["accumulator"] == "int32":
+        acc = ((acc + 2**31) % 2**32) - 2**31
+    if p["rounding"] == "double":
+        return _mbqm(acc, m, shift)
+    if p["rounding"] == "single":
+        return np.clip((acc * m + (1 << (30 - shift))) >> (31 - shift), -(2**31), 2**31 - 1)
+    if p["rounding"] == "int64":
+        return _mbqm64(acc, m, shift)
+    assert p["rounding"] == "real" and c is not None
+    v = acc.astype(np.float64) * p["real_multiplier"][c]
+    return np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -(2**31), 2**31 - 1).astype(np.int64)
 
 
 def _clamp(y: np.ndarray, p: Layer, dtype: np.dtype) -> np.ndarray:
@@ -186,7 +206,7 @@ def _fully_connected(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarr
     acc = (x[0].astype(np.int64).reshape(-1, w.shape[1]) - p["input_zero_point"]) @ w.T
     if len(x) > 2:
         acc = acc + x[2].astype(np.int64)
-    y = np.stack([_mbqm(acc[:, c], p["multiplier"][c], p["shift"][c]) for c in range(w.shape[0])], axis=-1)
+    y = np.stack([_requantize(acc[:, c], p, c) for c in range(w.shape[0])], axis=-1)
     return _clamp(y + p["output_zero_point"], p, out.dtype).reshape(out.shape)
 
 
@@ -227,8 +247,38 @@ def _conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
                 acc += np.einsum("nhwc,oc->nhwo", taps, w[:, i, j, :])
     if len(x) > 2:
         acc += x[2].astype(np.int64)
-    y = np.stack([_mbqm(acc[..., c], p["multiplier"][c], p["shift"][c]) for c in range(c_out)], axis=-1)
+    y = np.stack([_requantize(acc[..., c], p, c) for c in range(c_out)], axis=-1)
     return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
+def _transpose_conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """TRANSPOSE_CONV (inputs: output shape, OHWI weights, NHWC data, optional bias): every input
+    pixel scatters its products with the kernel into the output, which TFLite's padding crops."""
+    w, data = x[1].astype(np.int64), x[2].astype(np.int64) - p["input_zero_point"]
+    _, kh, kw, _ = w.shape
+    _, h, wd, _ = data.shape
+    n, oh, ow, c_out = out.shape
+    (sh, sw) = p["strides"]
+    pad = [max((i - 1) * s + k - o, 0) // 2 if p["padding"] == "SAME" else 0
+           for i, s, k, o in ((h, sh, kh, oh), (wd, sw, kw, ow))]
+    full = np.zeros((n, (h - 1) * sh + kh + oh, (wd - 1) * sw + kw + ow, c_out), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            full[:, i:i + (h - 1) * sh + 1:sh, j:j + (wd - 1) * sw + 1:sw, :] += np.einsum("nhwc,oc->nhwo", data,
+                                                                                          w[:, i, j, :])
+    acc = full[:, pad[0]:pad[0] + oh, pad[1]:pad[1] + ow, :]
+    if len(x) > 3:
+        acc = acc + x[3].astype(np.int64)
+    y = np.stack([_requantize(acc[..., c], p, c) for c in range(c_out)], axis=-1)
+    return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
+def _batch_matmul(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    a = x[0].astype(np.int64) - p["input1_zero_point"]
+    b = x[1].astype(np.int64) - p["input2_zero_point"]
+    a = np.swapaxes(a, -1, -2) if p["adj_x"] else a
+    b = np.swapaxes(b, -1, -2) if p["adj_y"] else b
+    return _clamp(_requantize(np.matmul(a, b), p) + p["output_zero_point"], p, out.dtype)
 
 
 def _hard_swish(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
@@ -260,7 +310,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
     "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": _average_pool, "MEAN": _mean,
     "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
-    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv,
+    "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
     "REDUCE_PROD": _reduce_prod, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
@@ -273,7 +323,7 @@ def _inputs(folder: Path, doc: dict[str, Any], op: dict[str, Any], tensors: dict
     return [tensors[n] if n in tensors else np.load(folder / files[n]) for n in op["inputs"] if n is not None]
 
 
-@pytest.mark.parametrize(("family", "name", "expected_ops"), MODELS, ids=[m[1] for m in MODELS])
+@pytest.mark.parametrize(("family", "name", "expected_ops"), MODELS, ids=[f"{m[0]}-{m[1]}" for m in MODELS])
 def test_layers_recomputed_from_extracted_integers_match_litert(family: str, name: str, expected_ops: set[str],
                                                                 tmp_path: Path) -> None:
     info = get_model(family, name)

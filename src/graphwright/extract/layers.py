@@ -8,10 +8,15 @@ operators that move values without changing them).  ``MBQM(x, m, shift)`` below 
 roundings (``shift`` > 0 shifts left first).  Zero points are given as they are stored
 (LiteRT's ``input_offset`` is ``−zero_point``).  Per operator:
 
-* CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED: per output channel ``multiplier``/``shift``
-  of ``s_in·s_w[c]/s_out``; ``y = clamp(MBQM(Σ w·(x − zp_in) + bias, m[c], shift[c]) + zp_out)``;
-  ``strides``, ``dilations``, ``padding`` (TFLite's: the odd padding pixel goes after) and
-  ``depth_multiplier``.
+* CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV (8-bit and 16x8): per output
+  channel ``multiplier``/``shift`` of ``s_in·s_w[c]/s_out``;
+  ``y = clamp(R(Σ w·(x − zp_in) + bias, m[c], shift[c]) + zp_out)`` where ``accumulator`` is
+  ``int32`` (wrapping) or ``int64`` and ``R`` is given by ``rounding``: ``double`` (MBQM),
+  ``single`` (``(acc·m + 2^(30−shift)) >> (31−shift)``, the 8-bit FULLY_CONNECTED), ``int64``
+  (MBQM64, below) or ``real`` (the 16x8 FULLY_CONNECTED: ``round_half_away(acc·real_multiplier[c])``
+  in double); ``strides``, ``dilations``, ``padding`` (TFLite's: the odd padding pixel goes
+  after) and ``depth_multiplier``.  BATCH_MATMUL: one multiplier of ``float32(s_1·s_2)/s_out``,
+  ``adj_x``/``adj_y``, the same ``accumulator``/``rounding`` keys.
 * ADD / SUB (8-bit, and int16 with general scales): ``left_shift`` (20; 15 for int16),
   ``a_i = MBQM((x_i − zp_i)·2^left_shift, input{i}_multiplier, input{i}_shift)``,
   ``y = clamp(MBQM(a_1 ± a_2, output_multiplier, output_shift) + zp_out)``; int16 with
@@ -73,11 +78,11 @@ from ..runtime.reference import (
     OpContext,
     Quant,
     activation_range,
-    channel_multipliers,
     legacy_multiplier,
     quant_of,
     quantize_multiplier,
 )
+from ..runtime.reference.conv import accumulator, channel_scales, multipliers
 from ..runtime.reference.elementwise import LEFT_SHIFT
 from ..runtime.reference.fixedpoint import fold_divisor
 
@@ -162,12 +167,35 @@ def _table(node: Node) -> list[int] | None:
 
 # -- convolutions ------------------------------------------------------------------------------------
 
-@_layer("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+#: (data input, bias input) of the operators with weights
+_OPERANDS = {"CONV_2D": (0, 2), "DEPTHWISE_CONV_2D": (0, 2), "FULLY_CONNECTED": (0, 2), "TRANSPOSE_CONV": (2, 3)}
+
+
+def _probe(node: Node) -> OpContext:
+    """A context whose inputs are empty arrays of the inputs' dtypes (for the kernels' helpers
+    that look at dtypes only)."""
+    arrays = [None if v is None or v.dtype is None or v.dtype.numpy is None else np.empty(0, v.dtype.numpy)
+              for v in node.inputs]
+    return OpContext(node, arrays, "double")  # type: ignore[arg-type]
+
+
+def _rounding(op: str, acc: str) -> str:
+    """How the accumulator is scaled: ``double`` (MBQM), ``single`` (one rounding: LiteRT's
+    reference FULLY_CONNECTED on 8-bit tensors), ``int64`` (MBQM64, the 16x8 kernels) or
+    ``real`` (the 16x8 FULLY_CONNECTED: ``round_half_away(acc·real_multiplier[c])`` in double)."""
+    if op == "FULLY_CONNECTED":
+        return "single" if acc == "int32" else "real"
+    return "double" if acc == "int32" else "int64"
+
+
+@_layer("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 def _conv(node: Node) -> Params | None:
-    if len(node.inputs) < 2:
+    """As the interpreter's convolutions (conv.py's multipliers, accumulator and requantization)."""
+    data, bias = _OPERANDS[node.op]
+    if len(node.inputs) <= max(data, 1):
         return None
-    x, w, y = node.inputs[0], node.inputs[1], node.outputs[0]
-    if x is None or w is None or x.dtype is None or x.dtype.value not in ("int8", "uint8") or w.shape is None:
+    x, w, y = node.inputs[data], node.inputs[1], node.outputs[0]
+    if x is None or w is None or x.dtype is None or x.dtype.value not in INTEGER_TYPES or w.shape is None:
         return None
     q_in, q_w, q_out = quant_of(x), quant_of(w), quant_of(y)
     if q_in is None or q_w is None or q_out is None:
@@ -176,16 +204,37 @@ def _conv(node: Node) -> Params | None:
     if not isinstance(channels, int):
         return None
     legacy = x.dtype.value == "uint8" and q_w.scale.size == 1
-    m, s = (legacy_multiplier if legacy else channel_multipliers)(q_in.s, q_w, q_out.s, channels)
+    m, s = multipliers(q_in, q_w, q_out, channels, legacy)
+    acc = accumulator(_probe(node), data, bias)
     params: Params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "weights_zero_point": q_w.zp,
-                      **_clamp(node, _dtype(x)), "multiplier": [int(v) for v in m], "shift": [int(v) for v in s]}
+                      **_clamp(node, _dtype(y)), "multiplier": [int(v) for v in m], "shift": [int(v) for v in s],
+                      "accumulator": acc, "rounding": _rounding(node.op, acc)}
+    if params["rounding"] == "real":
+        params["real_multiplier"] = [float(v) for v in channel_scales(q_in.s, q_w, q_out.s, channels)]
     if node.op != "FULLY_CONNECTED":
         params["strides"] = [int(node.attr("stride_h", 1)), int(node.attr("stride_w", 1))]
-        params["dilations"] = [int(node.attr("dilation_h_factor", 1)), int(node.attr("dilation_w_factor", 1))]
         params["padding"] = "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"
+    if node.op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        params["dilations"] = [int(node.attr("dilation_h_factor", 1)), int(node.attr("dilation_w_factor", 1))]
     if node.op == "DEPTHWISE_CONV_2D":
         params["depth_multiplier"] = int(node.attr("depth_multiplier", 1) or 1)
     return params
+
+
+@_layer("BATCH_MATMUL")
+def _batch_matmul(node: Node) -> Params | None:
+    """As the interpreter's BATCH_MATMUL (matmul.py): one per-tensor multiplier of
+    ``float32(s_1·s_2)/s_out``, an int32 (8-bit) or int64 (int16) accumulator."""
+    qs = _quants(node, 0, 1)
+    if qs is None or qs[1].scale.size != 1:
+        return None
+    q1, q2, qo = qs
+    m, s = legacy_multiplier(q1.s, q2, qo.s, 1)
+    acc = "int64" if _dtype(node.inputs[0]) == np.int16 else "int32"  # type: ignore[arg-type]
+    return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+            **_clamp(node, _dtype(node.outputs[0])), "multiplier": int(m[0]), "shift": int(s[0]),
+            "accumulator": acc, "rounding": _rounding(node.op, acc),
+            "adj_x": bool(node.attr("adj_x", False)), "adj_y": bool(node.attr("adj_y", False))}
 
 
 # -- element-wise arithmetic --------------------------------------------------------------------------
