@@ -8,6 +8,7 @@ several inputs."""
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -465,3 +466,26 @@ def test_extract_names_the_weights_of_a_converter_lstm(tmp_path: Path) -> None:
     graph = gw.load(info.path).graph
     lstm = next(n for n in graph if n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
     assert all(role_of(lstm, i) == u for i, u in ((2, "input_to_forget_weights"), (6, "recurrent_to_forget_weights")))
+
+
+def test_c_header_holds_every_kind_of_layer_parameter(tmp_path: Path) -> None:
+    """Tables, real multipliers, strings and flags compile (C99, -Wall -Werror) and read back exactly."""
+    info = get_model("tflite_conv", "convs_int16x8")
+    extract(info.path, tmp_path / "npy")
+    extract(info.path, tmp_path / "c", format="c")
+    layer = next(x for x in json.loads((tmp_path / "npy" / "manifest.json").read_text())["layers"]
+                 if x.get("rounding") == "real")
+    acts = get_model("tflite_ops", "acts_int8")
+    extract(acts.path, tmp_path / "c2", format="c")
+    table = next(x for x in extract(acts.path, tmp_path / "npy2").layers if x.op == "LOGISTIC")
+    program = tmp_path / "check.c"
+    ident, table_ident = layer["c_name"], table.ident
+    program.write_text(
+        '#include <stdio.h>\n#include "c/model_data.h"\n#include "c2/model_data.h"\n'
+        f'int main(void) {{ printf("%.17g %s %d\\n", {ident}_real_multiplier[0], {ident.upper()}_ROUNDING, '
+        f'(int){table_ident}_table[255]); return 0; }}\n')
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", "-Wno-unused-const-variable", "-I", str(tmp_path),
+                    "-o", str(tmp_path / "check"), str(program)], check=True)
+    out = subprocess.run([str(tmp_path / "check")], check=True, capture_output=True, text=True).stdout.split()
+    assert float(out[0]) == layer["real_multiplier"][0] and out[1] == "real"
+    assert int(out[2]) == table.params["table"][255]

@@ -36,6 +36,14 @@ def _float(v: float, suffix: str) -> str:
     return f"{v:.9g}{'' if any(c in f'{v:.9g}' for c in '.e') else '.0'}{suffix}"
 
 
+def _double(v: float) -> str:
+    """A double literal that reads back as ``v`` exactly."""
+    if math.isnan(v) or math.isinf(v):
+        return _float(v, "")
+    text = f"{v:.17g}"
+    return text if any(c in text for c in ".e") else text + ".0"
+
+
 def _int(v: int, c_type: str) -> str:
     if c_type == "int64_t":
         return f"INT64_C({v})" if v != -(2**63) else "INT64_MIN"
@@ -81,13 +89,13 @@ def _param(ident: str, value: object) -> list[str]:
         return []
     if isinstance(value, bool | int):
         return [f"#define {ident.upper()} ({int(value)})"]
-    if isinstance(value, float):
-        return [f"#define {ident.upper()} ({_float(value, 'f')})"]
+    if isinstance(value, float):  # doubles (real multipliers) and float32 scales, exactly
+        return [f"#define {ident.upper()} ({_double(value)})"]
     if isinstance(value, str):
         return [f'#define {ident.upper()} "{value}"']
     values = list(value)  # type: ignore[call-overload]
     if any(isinstance(v, float) for v in values):
-        return _array("float", ident, [_float(float(v), "f") for v in values])
+        return _array("double", ident, [_double(float(v)) for v in values])
     return _array("int32_t", ident, [_int(int(v), "int32_t") for v in values])
 
 
