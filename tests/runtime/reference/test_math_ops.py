@@ -5,9 +5,14 @@ reference resolver (BUILTIN_REF) does not register."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import graphwright as gw
+from graphwright.errors import VerificationError
+from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 
@@ -38,10 +43,13 @@ EXPECTED: dict[str, dict[str, str]] = {
     "relu01_float": {"RELU_0_TO_1": "float32"},
     "relu01_int8": {"RELU_0_TO_1": "int8"},
     "prelu_int16x8": {"PRELU": "int16", "LEAKY_RELU": "int16"},
+    "integer_float": {"ABS": "int32", "NEG": "int64", "SIGN": "int32"},
+    "sqrt_int16x8": {"SQRT": "int16", "ABS": "int16"},
     "legacy_uint8": dict.fromkeys(("PRELU", "LEAKY_RELU", "GELU", "L2_NORMALIZATION", "LOG_SOFTMAX"), "uint8"),
 }
-#: models whose operators BUILTIN_REF does not register: checked against LiteRT's default kernels
-NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8", "elu_int8")
+#: models with operators BUILTIN_REF does not register (ELU, CEIL, ROUND; ABS on int32, op version 5):
+#: checked against LiteRT's default kernels
+NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8", "elu_int8", "integer_float")
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
@@ -86,3 +94,26 @@ def test_prelu_alpha_per_channel_and_full() -> None:
     assert shapes == [(1, 1, 3), (4, 6, 3)]
     real = [(a.const.numpy().astype(np.int64) - a.quant.zero_point.reshape(-1)[0]) for a in alphas]
     assert any((r < 0).any() for r in real) and any((r > 0).any() for r in real)
+
+
+@pytest.mark.parametrize("op", ["RSQRT", "SQRT"])
+def test_negative_input_refused_as_litert_does(op: str, tmp_path: Path) -> None:
+    """RSQRT/SQRT fed the graph input directly (not |x|): negative values are an error in
+    LiteRT; the interpreter says so in one line, on every run (no cached table skips the check)."""
+    model = gw.load(get_model(FAMILY, "unary_int8").path)
+    node = next(n for n in model.graph if n.op == op)
+    node.replace_input(0, model.graph.inputs[0])
+    path = tmp_path / f"{op.lower()}_of_x.tflite"
+    gw.save(model, path)
+    name = model.graph.inputs[0].name
+    shape = tuple(model.graph.inputs[0].shape)
+    interp = Interpreter(path)
+    positive = {name: np.full(shape, 127, np.int8)}
+    interp.run(positive)
+    negative = {name: np.full(shape, -128, np.int8)}
+    for _ in range(2):
+        with pytest.raises(VerificationError, match=f"operator {op} .*only defined for") as caught:
+            interp.run(negative)
+        assert "\n" not in str(caught.value)
+    with pytest.raises(VerificationError):
+        execute(path, negative, Job(backend="litert-ref"))

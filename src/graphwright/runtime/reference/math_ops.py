@@ -35,7 +35,7 @@ import numpy as np
 
 # the module, not its names: elementwise imports this module's tables in turn
 from . import elementwise
-from ._common import OpContext, kernel, type_range
+from ._common import OpContext, kernel, round_half_away, type_range
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -67,9 +67,8 @@ def _libm(name: str) -> FloatFn:
 
 
 def _round(v: np.ndarray) -> np.ndarray:
-    """C ``roundf``: halves away from zero, in float32."""
-    v = np.asarray(v, F32)
-    return (np.sign(v) * np.floor(np.abs(v) + F32(0.5))).astype(F32)
+    """C ``roundf`` on float32 values: halves away from zero."""
+    return round_half_away(np.asarray(v, F32)).astype(F32)
 
 
 def _exp(v: np.ndarray) -> np.ndarray:
@@ -101,7 +100,8 @@ def _gelu_erfc(v: np.ndarray) -> np.ndarray:
 # -- LiteRT's lookup tables ---------------------------------------------------------------------------
 
 def _lut8(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int, dtype: np.dtype) -> FloatFn:
-    """``LUTPopulate<int8_t/uint8_t>``: the 8-bit output of ``fn`` on the inputs ``q`` given (float32)."""
+    """``LUTPopulate<int8_t/uint8_t>``: the 8-bit output of ``fn`` on the inputs ``q`` given
+    (float32; a result out of int32's range becomes INT32_MIN, as x86's conversion makes it)."""
     qmin, qmax = type_range(dtype)
     inverse = F32(1) / F32(s_out)
 
@@ -150,34 +150,21 @@ def _lut16_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (base + delta).astype(np.int16)
 
 
-def _by_lut(ctx: OpContext, fn: FloatFn | Callable[[OpContext], FloatFn]) -> list[np.ndarray]:
-    """A quantized unary operator through LiteRT's table of ``fn`` (``fn(ctx)`` when the
-    function depends on the operator's parameters): 8-bit or int16."""
+def _by_lut(ctx: OpContext, fn: FloatFn) -> list[np.ndarray]:
+    """A quantized unary operator through LiteRT's table of ``fn``: 8-bit or int16."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     qi, qo = elementwise._quants(ctx, 0)
     if dtype == np.int16:
         table = ctx.cache.get("lut16")
         if table is None:
-            f = fn(ctx) if getattr(fn, "needs_ctx", False) else fn  # type: ignore[call-arg]
-            table = ctx.cache["lut16"] = _lut16_table(f, qi.s, qi.zp, qo.s, qo.zp)  # type: ignore[arg-type]
+            table = ctx.cache["lut16"] = _lut16_table(fn, qi.s, qi.zp, qo.s, qo.zp)
         return [_lut16_lookup(table, x)]
     if dtype.itemsize != 1 or x.dtype != dtype:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
-
-    def make() -> FloatFn:
-        f = fn(ctx) if getattr(fn, "needs_ctx", False) else fn  # type: ignore[call-arg]
-        return _lut8(f, qi.s, qi.zp, qo.s, qo.zp, dtype)  # type: ignore[arg-type]
-
-    return [elementwise._by_byte_table(ctx, x, make)]
+    return [elementwise._by_byte_table(ctx, x, lambda: _lut8(fn, qi.s, qi.zp, qo.s, qo.zp, dtype))]
 
 
-def _needs_ctx(fn: Callable[[OpContext], FloatFn]) -> Callable[[OpContext], FloatFn]:
-    fn.needs_ctx = True  # type: ignore[attr-defined]
-    return fn
-
-
-@_needs_ctx
 def _log_of(ctx: OpContext) -> FloatFn:
     """LiteRT's LOG table function: ``log(x)``, and for ``x ≤ 0`` the output's lowest real."""
     qo = elementwise._quants(ctx, 0)[1]
@@ -185,7 +172,6 @@ def _log_of(ctx: OpContext) -> FloatFn:
     return lambda v: np.where(v <= 0, lowest, _libm("logf")(np.where(v > 0, v, F32(1)))).astype(F32)
 
 
-@_needs_ctx
 def _rsqrt_of(ctx: OpContext) -> FloatFn:
     """LiteRT's int16 RSQRT table function: ``1/sqrt(x)``, and for ``x ≤ 0`` ``32767·s_out``."""
     qo = elementwise._quants(ctx, 0)[1]
@@ -196,6 +182,7 @@ def _rsqrt_of(ctx: OpContext) -> FloatFn:
 # -- float-only and plain integer operators ----------------------------------------------------------
 
 def _float_only(ctx: OpContext, fn: FloatFn, integer: FloatFn | None = None) -> list[np.ndarray]:
+    """``fn`` in float32; ``integer`` on plain (unquantized) integers where LiteRT has it; else refused."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
@@ -290,7 +277,7 @@ def log(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     if x.dtype.kind == "f":
         return [np.log(x).astype(ctx.out_dtype())]
-    return _by_lut(ctx, _log_of)
+    return _by_lut(ctx, _log_of(ctx))
 
 
 @kernel("ELU")
@@ -349,22 +336,18 @@ def rsqrt(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error("its input has values below its zero point (LiteRT: Rsqrt is only defined for positive "
                         "values)")
     if dtype == np.int16:
-        return _by_lut(ctx, _rsqrt_of)
+        return _by_lut(ctx, _rsqrt_of(ctx))
 
-    def make() -> FloatFn:
+    table = ctx.cache.get("rsqrt_table")
+    if table is None:  # its own table, not a compiled runner: every run checks its input
         m_out, s_out = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(qi.s)) * F32(qo.s))))
         qmin, qmax = type_range(dtype)
-
-        def fn(v: np.ndarray) -> np.ndarray:
-            value = v.astype(np.int64) - qi.zp
-            m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
-            q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
-            y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
-            return np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
-
-        return fn
-
-    return [elementwise._by_byte_table(ctx, x, make)]
+        value = np.arange(256, dtype=np.uint8).view(dtype).astype(np.int64) - qi.zp
+        m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
+        q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
+        y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
+        table = ctx.cache["rsqrt_table"] = np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
+    return [table[x.view(np.uint8)]]
 
 
 # -- gemmlowp fixed point ------------------------------------------------------------------------------
@@ -467,9 +450,9 @@ def prelu(ctx: OpContext) -> list[np.ndarray]:
 @kernel("LOG_SOFTMAX")
 def log_softmax(ctx: OpContext) -> list[np.ndarray]:
     """Over the last axis: ``x − max − log(Σ exp(x − max))``.  8-bit (output scale 16/256, zero
-    point 127 for int8, 255 for uint8): LiteRT's fixed point — differences to the row max in Q5.26, gemmlowp's
-    ``exp_on_negative_values`` summed in Q12.19, its ``log`` in Q5.26, the difference
-    rounded to Q4 (see :func:`_log_softmax_q`)."""
+    point 127 for int8, 255 for uint8): LiteRT's fixed point — differences to the row max in
+    Q5.26, gemmlowp's ``exp_on_negative_values`` summed in Q12.19, its ``log`` in Q5.26, the
+    difference rounded to Q4 (see :func:`_log_softmax_q`)."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
@@ -662,6 +645,9 @@ def _same_int16_zero_points(op: OpCheck) -> None:
 def _prelu(op: OpCheck) -> list[Shape]:
     op.need(0)
     op.need(1, "alpha")
+    alpha = op.node.inputs[1]
+    if alpha is not None and alpha.quant is not None and alpha.quant.scale.size > 1:
+        raise op.fail(f"alpha {alpha.name!r} is quantized per channel; LiteRT's kernel reads one scale and zero point")
     shape = broadcast_shape(op, 0, 1)
     x = op.shape(0)
     if shape is not None and x is not None and tuple(shape) != tuple(x):
