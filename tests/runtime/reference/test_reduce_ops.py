@@ -19,7 +19,7 @@ from graphwright.formats import load, save
 from graphwright.ir import QuantParams, Tensor
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
-from tests.models import get_model
+from tests.models import ModelInfo, get_model
 
 from ._oracle import assert_matches_reference, feeds_for
 from .uint8_models import write_uint8_model
@@ -112,24 +112,43 @@ def test_nan_and_infinite_inputs_as_litert() -> None:
                 np.testing.assert_allclose(a[~np.isnan(b)], b[~np.isnan(b)], rtol=1e-5, err_msg=where)
 
 
+def _without(info: ModelInfo, ops: set[str], path: Path) -> ModelInfo:
+    """``info``'s model without the operators ``ops`` (and the graph outputs they wrote), saved at ``path``."""
+    model = load(info.path)
+    graph = model.graph
+    nodes = [node for node in graph if node.op in ops]
+    dropped = {v for node in nodes for v in node.outputs}
+    graph.remove(nodes, force=True)
+    graph.set_outputs([v for v in graph.outputs if v not in dropped])
+    save(model, path)
+    return replace(info, path=path, outputs=[v.name for v in graph.outputs])
+
+
 @pytest.mark.parametrize("name", ["reduce_int8", "sums_int8"])
 def test_legacy_uint8(name: str, tmp_path: Path) -> None:
     """The int8 models made uint8 (``q + 128``; REDUCE_PROD dropped: LiteRT multiplies quantized
     int8/int16 only): SUM, MEAN, REDUCE_MAX/MIN, ARG_MAX/ARG_MIN, TOPK_V2 and pools identical to
     LiteRT's reference kernels (whose SUM reads uint8 correctly)."""
-    info = get_model(FAMILY, name)
-    model = load(info.path)
-    graph = model.graph
-    prods = [node for node in graph if node.op == "REDUCE_PROD"]
-    dropped = {node.outputs[0] for node in prods}
-    graph.remove(prods, force=True)
-    graph.set_outputs([v for v in graph.outputs if v not in dropped])
-    save(model, tmp_path / "int8.tflite")
-    path = write_uint8_model(tmp_path / "int8.tflite", tmp_path / "uint8.tflite")
+    info = _without(get_model(FAMILY, name), {"REDUCE_PROD"}, tmp_path / "int8.tflite")
+    path = write_uint8_model(info.path, tmp_path / "uint8.tflite")
     assert {"UINT8"} <= {node.inputs[0].dtype.name for node in load(path).graph if node.op in OPS[name]}
-    legacy = replace(info, path=path, outputs=[v.name for v in graph.outputs], input_dtype="uint8",
-                     input_dtypes=dict.fromkeys(info.inputs, "uint8"))
+    legacy = replace(info, path=path, input_dtype="uint8", input_dtypes=dict.fromkeys(info.inputs, "uint8"))
     assert assert_matches_reference(legacy) > 0
+
+
+#: what TFLite Micro cannot run in each model: operators it lacks (REDUCE_PROD, TOPK_V2), int64
+#: indices (ARG_MIN's), int16 REDUCE_MAX/MIN
+TFLM_LACKS = {"reduce_int8": {"REDUCE_PROD", "TOPK_V2", "ARG_MIN"},
+              "reduce_int16x8": {"REDUCE_PROD", "REDUCE_MAX", "REDUCE_MIN"}}
+
+
+@pytest.mark.parametrize("name", sorted(TFLM_LACKS))
+def test_tflite_micro_where_it_has_the_operator(name: str, tmp_path: Path) -> None:
+    """The second oracle, what runs on microcontrollers: MEAN, pools, ARG_MAX, REDUCE_MAX/MIN
+    (int8) identical to TFLite Micro (quantized SUM: see ``sums`` above)."""
+    info = _without(get_model(FAMILY, name), TFLM_LACKS[name], tmp_path / f"{name}_tflm.tflite")
+    assert {"MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D"} <= {node.op for node in load(info.path).graph}
+    assert assert_matches_reference(info, other="tflm") > 0
 
 
 def test_ties_pick_the_first_index() -> None:
