@@ -34,6 +34,7 @@ import numpy as np
 from ._common import (
     OpContext,
     Quant,
+    activation_range,
     apply_activation,
     clamp_cast,
     kernel,
@@ -77,19 +78,56 @@ def _add_sub(ctx: OpContext, sign: int) -> list[np.ndarray]:
         raise ctx.error(f"dtype {dtype} is not implemented")
     if dtype.itemsize > 1 and ctx.in_quant(0) is None:  # plain integer arithmetic
         return [(a.astype(np.int64) + sign * b.astype(np.int64)).astype(dtype)]
+    if dtype == np.int16:
+        return [_add_sub_int16(ctx, a, b, sign)]
     return [_by_table(ctx, a, b, lambda p, q: _add_sub_q(ctx, p, q, sign))]
 
 
-def _add_sub_q(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarray:
+def _add_sub_q(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int, left_shift: int = LEFT_SHIFT) -> np.ndarray:
     dtype = ctx.out_dtype()
     q1, q2, qo = _quants(ctx, 0, 1)
     twice_max = 2.0 * max(_f64(q1.s), _f64(q2.s))
     r1, r2 = _f64(q1.s) / twice_max, _f64(q2.s) / twice_max
-    r_out = twice_max / _f64(np.float32((1 << LEFT_SHIFT) * np.float32(qo.s)))
-    x1 = _mbqm(ctx, (a.astype(np.int64) - q1.zp) << LEFT_SHIFT, r1)
-    x2 = _mbqm(ctx, (b.astype(np.int64) - q2.zp) << LEFT_SHIFT, r2)
+    r_out = twice_max / _f64(np.float32((1 << left_shift) * np.float32(qo.s)))
+    x1 = _mbqm(ctx, (a.astype(np.int64) - q1.zp) << left_shift, r1)
+    x2 = _mbqm(ctx, (b.astype(np.int64) - q2.zp) << left_shift, r2)
     y = _mbqm(ctx, x1 + sign * x2, r_out) + qo.zp
     return clamp_cast(ctx, y, dtype)
+
+
+def _checked_log2(scale: float) -> int | None:
+    """LiteRT's CheckedLog2 in float32: the rounded ``log2(scale)`` when it is within 1e-3 of an integer."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = np.float32(np.log(np.float32(scale)) * (np.float32(1) / np.log(np.float32(2))))
+    if not np.isfinite(x):
+        return None
+    rounded = np.float32(round_half_away(x))
+    return int(rounded) if abs(np.float32(x - rounded)) < np.float32(1e-3) else None
+
+
+def _symmetric(ctx: OpContext, *quants: Quant) -> None:
+    if any(q.zp != 0 for q in quants):
+        raise ctx.error("int16 tensors with a non-zero zero point (LiteRT's 16-bit kernel needs symmetric quantization)")
+
+
+def _add_sub_int16(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarray:
+    """16x8 ADD/SUB, as LiteRT picks: with ``pot_scale_int16`` (the schema's default) and every
+    scale a power of two, the operand of the larger scale divided by ``2^(its log2 − the
+    output's)`` (rounding half away), added to (subtracted from) the other and clamped; else the
+    8-bit formula with a left shift of 15 (module docstring).  Zero points must be 0."""
+    q1, q2, qo = _quants(ctx, 0, 1)
+    _symmetric(ctx, q1, q2, qo)
+    logs = [_checked_log2(q.s) for q in (q1, q2, qo)]
+    if ctx.attr("pot_scale_int16", True) is False or None in logs:
+        return _add_sub_q(ctx, a, b, sign, 15)
+    s1, s2 = logs[0] - logs[2], logs[1] - logs[2]  # type: ignore[operator]
+    if min(s1, s2) != 0 or max(s1, s2) > 0:
+        raise ctx.error(f"power-of-two int16 scales with input shifts {s1} and {s2}: LiteRT's kernel needs one of "
+                        "them 0 and the other at most 0")
+    if sign > 0 and a.shape != b.shape:
+        raise ctx.error("power-of-two int16 ADD of operands of different shapes (LiteRT's kernel does not broadcast it)")
+    y = rounding_divide_by_pot(a, -s1) + sign * rounding_divide_by_pot(b, -s2)
+    return clamp_cast(ctx, y, ctx.out_dtype())
 
 
 #: inputs smaller than this are computed directly on an operator's first run (building the
@@ -132,17 +170,17 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
     return table.take(index)  # type: ignore[no-any-return]
 
 
-@kernel("ADD")
+@kernel("ADD", int16=True)
 def add(ctx: OpContext) -> list[np.ndarray]:
     return _add_sub(ctx, 1)
 
 
-@kernel("SUB")
+@kernel("SUB", int16=True)
 def sub(ctx: OpContext) -> list[np.ndarray]:
     return _add_sub(ctx, -1)
 
 
-@kernel("MUL")
+@kernel("MUL", int16=True)
 def mul(ctx: OpContext) -> list[np.ndarray]:
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
@@ -153,7 +191,21 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
         plain = ctx.cache["plain"] = ctx.in_quant(0) is None
     if plain:  # integer arithmetic without quantization
         return [(a.astype(np.int64) * b.astype(np.int64)).astype(dtype)]
+    if a.dtype == np.int16 and dtype != np.int16:
+        return [_mul_int16_to_8bit(ctx, a, b, dtype)]
+    if dtype == np.int16:
+        _symmetric(ctx, *_quants(ctx, 0, 1))
     return [_by_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q))]
+
+
+def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """LiteRT's int16 x int16 -> 8-bit MUL (the LSTM path): the Q0.15 product of the raw values
+    (SRDHM on 16 bits), divided by 2^8 rounding half away, clamped, plus the output zero point."""
+    qo = ctx.out_quant()
+    zp = 0 if qo is None else qo.zp
+    lo, hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype)
+    prod = _srdhm16(a.astype(np.int64), b.astype(np.int64))
+    return (np.clip(rounding_divide_by_pot(prod, 8), lo - zp, hi - zp) + zp).astype(dtype)
 
 
 def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -213,12 +265,12 @@ def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
     return [_by_byte_table(ctx, x, make)]
 
 
-@kernel("RELU")
+@kernel("RELU", int16=True)
 def relu(ctx: OpContext) -> list[np.ndarray]:
     return _relu_x(ctx, 0.0, np.inf)
 
 
-@kernel("RELU6")
+@kernel("RELU6", int16=True)
 def relu6(ctx: OpContext) -> list[np.ndarray]:
     return _relu_x(ctx, 0.0, 6.0)
 
@@ -254,21 +306,82 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
     return (one / (one + np.exp(-v))).astype(np.float32)
 
 
-@kernel("LOGISTIC")
+@kernel("LOGISTIC", int16=True)
 def logistic(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     if x.dtype.kind == "f":
         with np.errstate(over="ignore"):
             return [_sigmoid(x.astype(np.float32)).astype(ctx.out_dtype())]
+    if x.dtype == np.int16:
+        return [_sigmoid_tanh_int16(ctx, x, tanh=False)]
     return _lookup(ctx, _sigmoid)
 
 
-@kernel("TANH")
+@kernel("TANH", int16=True)
 def tanh(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     if x.dtype.kind == "f":
         return [np.tanh(x).astype(ctx.out_dtype())]
+    if x.dtype == np.int16:
+        return [_sigmoid_tanh_int16(ctx, x, tanh=True)]
     return _lookup(ctx, np.tanh)
+
+
+def _sigmoid_table() -> np.ndarray:
+    """LiteRT's 256-entry table of ``sigmoid(i/24)`` in unsigned Q0.16 that its int16 LOGISTIC
+    and TANH interpolate: ``round(2^16·sigmoid(i/24))`` (at most 2^16 − 1), one more at the
+    entries listed (LiteRT's table is biased up there, measured entry by entry)."""
+    table = np.minimum(np.round(65536.0 / (1.0 + np.exp(-np.arange(256) / 24.0))), 65535).astype(np.int64)
+    table[list(_SIGMOID_TABLE_UP)] += 1
+    return table
+
+
+#: entries of LiteRT's sigmoid table one above the rounded sigmoid
+_SIGMOID_TABLE_UP = (4, 8, 12, 14, 15, 16, 17, 19, 20, 21, 22, 25, 27, 28, 29, 30, 31, 33, 34, 35, 37, 39, 40, 41,
+                     43, 44, 45, 46, 49, 50, 54, 62, 63, 64, 66, 82, 86, 93, 100, 103, 112, 116, 135, 255)
+
+
+def _int16_input_rescale(ctx: OpContext, qi: Quant, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
+    """(multiplier, right shift) that bring int16 LOGISTIC/TANH inputs to the table's scale
+    1/(3·4096): for a power-of-two input scale whose shift ``12 + log2(s_in)`` is in
+    ``pot_shifts``, ``3·2^shift`` and no shift; else ``s_in·3·4096`` doubled until it exceeds
+    32767/2 (at most 31 times), truncated, with that many right shifts (LiteRT's Prepare)."""
+    log2 = _checked_log2(qi.s)
+    if log2 is not None and 12 + log2 in pot_shifts:
+        return 3 << (12 + log2), 0
+    multiplier, shift = _f64(qi.s) * 4096.0 * 3.0, 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
+
+
+def _sigmoid_tanh_int16(ctx: OpContext, x: np.ndarray, tanh: bool) -> np.ndarray:
+    """LiteRT's int16 LOGISTIC / TANH: the input rescaled to 1/(3·4096) (or 1/(3·2048) for TANH's
+    doubled argument), its magnitude's top bits index the sigmoid table, the low 9 (8) bits
+    interpolate linearly; mirrored for negative inputs; output Q0.15 (scale 2^−15, zero point 0)."""
+    qi, qo = _quants(ctx, 0)
+    _symmetric(ctx, qi, qo)
+    if _checked_log2(qo.s) != -15:
+        raise ctx.error(f"int16 output scale {qo.s} is not 2^-15, which LiteRT's int16 kernel requires")
+    multiplier, shift = _int16_input_rescale(ctx, qi, (0, 1) if tanh else (0,))
+    table = ctx.cache.get("sigmoid_table")
+    if table is None:
+        table = ctx.cache["sigmoid_table"] = _sigmoid_table()
+    v = (x.astype(np.int64) * multiplier + ((1 << shift) >> 1)) >> shift
+    magnitude = np.abs(v)
+    bits = 8 if tanh else 9
+    top = magnitude >> bits
+    inside = top < 255
+    index = np.where(inside, top, 0)
+    low = table[index]
+    interpolated = (low << bits) + (magnitude & ((1 << bits) - 1)) * (table[index + 1] - low)
+    r = np.where(inside, interpolated, 0xFFFF << 8 if tanh else 0x7FFF << 10)
+    if tanh:
+        r = np.where(v >= 0, r - (1 << 23) + (1 << 7), -r + (1 << 23) + (1 << 7) - 1) >> 8
+    else:
+        r = np.where(v >= 0, r + (1 << 9), (1 << 25) - r + (1 << 9) - 1) >> 10
+    return r.astype(np.int16)
 
 
 def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
@@ -329,7 +442,7 @@ def hard_swish(ctx: OpContext) -> list[np.ndarray]:
     return [_by_byte_table(ctx, x, make)]
 
 
-@kernel("SOFTMAX")
+@kernel("SOFTMAX", int16=True)
 def softmax(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     beta = np.float32(ctx.attr("beta", 1.0) or 1.0)
@@ -338,6 +451,8 @@ def softmax(ctx: OpContext) -> list[np.ndarray]:
         xf = x.astype(np.float32)
         e = np.exp((xf - xf.max(axis=-1, keepdims=True)) * beta).astype(np.float32)
         return [(e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(dtype)]
+    if x.dtype == np.int16:
+        return [_softmax_int16(ctx, x, beta)]
     qi, qo = _quants(ctx, 0)
     table = ctx.cache.get("exp_table")
     if table is None:
@@ -355,7 +470,63 @@ def softmax(ctx: OpContext) -> list[np.ndarray]:
     return [np.clip(q, *type_range(dtype)).astype(dtype)]
 
 
-@kernel("QUANTIZE")
+def _lut16_double(fn: Callable[[np.ndarray], np.ndarray], s_in: float, zp_in: int, s_out: float) -> np.ndarray:
+    """``LUTPopulate<int16_t>`` in double (what int16 SOFTMAX builds its tables with): 512 samples
+    of ``fn`` over the input range, each less half its midpoint interpolation error (all rounded
+    half away from zero), then ``fn`` at the range's end; symmetric output (zero point 0)."""
+    in_min, in_max = s_in * (-32768 - zp_in), s_in * (32767 - zp_in)
+    step = (in_max - in_min) / 512
+    inverse = 65536.0 / (s_out * 32767 - s_out * -32768)
+    at = in_min + np.arange(512) * step
+    sample = round_half_away(fn(at) * inverse)
+    interpolated = round_half_away((fn(in_min + (np.arange(512) + 1) * step) * inverse + sample) / 2)
+    bias = round_half_away((interpolated - round_half_away(fn(at + step / 2) * inverse)) / 2)
+    last = round_half_away(fn(np.array([in_max])) * inverse)
+    return np.clip(np.concatenate([sample - bias, last]), -32768, 32767).astype(np.int64)
+
+
+def _lut16_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``LUTLookup`` of int16 values in a 513-entry table: the entry at the top 9 bits,
+    interpolated on the low 7 (rounding to nearest), as int64."""
+    v = x.astype(np.int64)
+    index = 256 + (v >> 7)
+    base = table[index]
+    return _wrap16(base + (((table[index + 1] - base) * (v & 0x7F) + 64) >> 7))
+
+
+def _wrap16(v: np.ndarray) -> np.ndarray:
+    return v.astype(np.int16).astype(np.int64)
+
+
+def _softmax_int16(ctx: OpContext, x: np.ndarray, beta: np.float32) -> np.ndarray:
+    """LiteRT's int16 SOFTMAX: per row, ``d = x − max`` rescaled so [−65535, 0] spans [−10, 0],
+    ``e = LUT_exp(d + 32767)`` (Q0.15), the row sum normalised to its leading bit and mapped
+    to [−1, 1) for ``r = LUT_{1/(1+x)}``, then ``e·r`` shifted back, clamped to [0, 32767]."""
+    qi, qo = _quants(ctx, 0)
+    _symmetric(ctx, qi, qo)
+    tables = ctx.cache.get("softmax16")
+    if tables is None:
+        step = 1.0 / 65535
+        exp_lut = _lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step)
+        recip_lut = _lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768, 2.0 * step)
+        real = float(np.float32(np.float32(qi.s) * beta)) / (10.0 / 65535.0)
+        tables = ctx.cache["softmax16"] = (exp_lut, recip_lut, *quantize_multiplier(real))
+    exp_lut, recip_lut, m, shift = tables
+    xi = x.astype(np.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    scaled = multiply_by_quantized_multiplier(diff, m, shift, ctx.rounding) + 32767
+    e = _lut16_lookup(exp_lut, np.clip(scaled, -32768, 32767))
+    total = e.sum(axis=-1, keepdims=True)
+    headroom = 32 - np.floor(np.log2(np.maximum(total, 1))).astype(np.int64) - 1  # leading zeros of 32 bits
+    headroom = np.where(total == 0, 32, headroom)
+    shifted = ((total << (headroom - 1)) + (1 << 13)) >> 14
+    recip = _lut16_lookup(recip_lut, np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767))
+    right = 31 - headroom
+    out = (e * recip + ((np.int64(1) << right) >> 1)) >> right
+    return np.clip(out, 0, 32767).astype(np.int16)
+
+
+@kernel("QUANTIZE", int16=True)
 def quantize(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
@@ -365,8 +536,8 @@ def quantize(ctx: OpContext) -> list[np.ndarray]:
     if qo.scale.size > 1:
         raise ctx.error("per-channel QUANTIZE is not implemented")
     lo, hi = type_range(dtype)
-    if x.dtype.kind == "f":
-        q = round_half_away(x.astype(np.float64) / np.float64(np.float32(qo.s))) + qo.zp
+    if x.dtype.kind == "f":  # the quotient in float32, rounded half away from zero (AffineQuantize)
+        q = round_half_away((x.astype(np.float32) / np.float32(qo.s)).astype(np.float32)).astype(np.int64) + qo.zp
         return [np.clip(q, lo, hi).astype(dtype)]
 
     def make() -> Callable[[np.ndarray], np.ndarray]:
