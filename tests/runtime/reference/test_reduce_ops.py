@@ -16,7 +16,7 @@ import pytest
 
 from graphwright.errors import VerificationError
 from graphwright.formats import load, save
-from graphwright.ir import QuantParams, Tensor
+from graphwright.ir import Model, QuantParams, Tensor
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import ModelInfo, get_model
@@ -172,3 +172,23 @@ def test_axes_outside_the_input_are_refused_in_one_line() -> None:
     with pytest.raises(VerificationError, match=r"(axes|axis) \[7\] do(es)? not fit") as error:
         Interpreter(model)
     assert "\n" not in str(error.value)
+
+
+def _requantized(name: str, op: str, scale_factor: float, zero_point: int) -> Model:
+    """The model ``name`` with the first ``op``'s output quantization changed."""
+    model = load(get_model(FAMILY, name).path)
+    node = next(n for n in model.graph if n.op == op)
+    q = node.outputs[0].quant
+    node.outputs[0].quant = QuantParams(q.scale * np.float32(scale_factor), np.full_like(q.zero_point, zero_point))
+    return model
+
+
+@pytest.mark.parametrize(("name", "op", "factor", "zero_point", "message"), [
+    ("reduce_int8", "REDUCE_MAX", 2.0, 0, "quantization differ; LiteRT's kernel needs them equal"),
+    ("sums_int16x8", "SUM", 1.0, 3, "int16 zero points must be 0"),
+])
+def test_what_litert_refuses_is_refused_in_one_line(name: str, op: str, factor: float, zero_point: int,
+                                                     message: str) -> None:
+    with pytest.raises(VerificationError, match=message) as error:
+        Interpreter(_requantized(name, op, factor, zero_point))
+    assert "\n" not in str(error.value) and op in str(error.value)

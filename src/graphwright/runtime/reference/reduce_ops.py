@@ -178,8 +178,6 @@ def top_k(ctx: OpContext) -> list[np.ndarray]:
     if count > x.shape[-1]:
         raise ctx.error(f"k {count} is larger than the last dimension of input {list(x.shape)}")
     index_dtype = ctx.out_dtype(1)
-    if x.dtype == np.bool_:
-        raise ctx.error("it does not rank booleans")
     descending = -x if x.dtype.kind == "f" else ~x  # order-reversing; NaN stays NaN and sorts last
     order = np.argsort(descending, axis=-1, kind="stable")[..., :count]  # stable: ties by index
     return [np.take_along_axis(x, order, axis=-1), order.astype(index_dtype)]
@@ -191,8 +189,6 @@ def cumsum(ctx: OpContext) -> list[np.ndarray]:
     axis = ints(ctx.x(1))
     if x.ndim == 0 or len(axis) != 1 or not -x.ndim <= axis[0] < x.ndim:
         raise ctx.error(f"axis {axis} does not fit a rank-{x.ndim} input")
-    if x.dtype not in (np.float32, np.int32, np.int64):
-        raise ctx.error(f"its input is {x.dtype}; LiteRT's kernel adds float32, int32 and int64")
     a = axis[0] % x.ndim
     reverse, exclusive = bool(ctx.attr("reverse", False)), bool(ctx.attr("exclusive", False))
     v = np.flip(x, axis=a) if reverse else x
@@ -267,10 +263,18 @@ def _axis(op: OpCheck, x: Shape) -> int | None:
     return axis[0] % len(x)
 
 
+def _input_type(op: OpCheck, types: tuple[str, ...]) -> None:
+    """Refuse an input 0 of a type LiteRT's kernel does not take."""
+    value = op.node.inputs[0]
+    if value is not None and value.dtype is not None and value.dtype.value not in types:
+        raise op.fail(f"its input is {value.dtype.value}; LiteRT's kernel takes {', '.join(types)}")
+
+
 @prepare_rule("ARG_MAX", "ARG_MIN", arity=(2, 2))
 def _arg_extreme(op: OpCheck) -> list[Shape]:
     op.need(0, "input")
     op.need(1, "axis")
+    _input_type(op, ("float32", "uint8", "int8", "int32", "bool"))
     x = op.shape(0)
     a = _axis(op, x)
     return [None if a is None or x is None else (*x[:a], *x[a + 1:])]
@@ -280,6 +284,7 @@ def _arg_extreme(op: OpCheck) -> list[Shape]:
 def _cumsum(op: OpCheck) -> list[Shape]:
     op.need(0, "input")
     op.need(1, "axis")
+    _input_type(op, ("float32", "int32", "int64"))
     x = op.shape(0)
     _axis(op, x)
     return [x]
@@ -289,6 +294,7 @@ def _cumsum(op: OpCheck) -> list[Shape]:
 def _top_k(op: OpCheck) -> list[Shape]:
     op.need(0, "input")
     op.need(1, "k")
+    _input_type(op, ("float32", "uint8", "int8", "int16", "int32", "int64"))
     if len(op.node.outputs) != 2:
         raise op.fail(f"it has {len(op.node.outputs)} outputs, where 2 (values, indices) are expected")
     x, k = op.shape(0), op.ints(1, "k")
