@@ -129,3 +129,11 @@ def test_feeds_run_twice_give_the_same_outputs() -> None:
     feeds = feeds_for(info, 3)
     first = interp.run(feeds)
     np.testing.assert_array_equal(interp.run(feeds)[info.outputs[0]], first[info.outputs[0]])
+
+
+def test_a_replaced_sparse_constant_is_not_written_with_stale_metadata(tmp_path: Path) -> None:
+    model = gw.load(get_model("tflite_sparse", "pruned_int8").path)
+    value = next(v for v in model.graph.initializers if sparse_form(v) is not None)
+    value.const = gw.ir.Tensor.from_numpy(value.const.numpy() * 0)
+    with pytest.raises(gw.errors.ModelSaveError, match="stored sparse and its values were replaced"):
+        gw.save(model, tmp_path / "x.tflite")

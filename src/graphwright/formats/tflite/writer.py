@@ -250,6 +250,9 @@ class _Exporter:
         tensor = value.const
         assert tensor is not None
         source = tensor.source
+        if "tflite.sparsity" in value.meta and not isinstance(source, TFLiteBuffer):
+            raise ModelSaveError(f"cannot write constant {value.name!r}: it is stored sparse and its values were "
+                                 "replaced; graphwright writes sparse tensors only as they were read")
         if isinstance(source, TFLiteBuffer) and (
             tensor.nbytes in (None, source.nbytes) or tensor.dtype in _PASS_THROUGH_DTYPES
             or "tflite.sparsity" in value.meta
