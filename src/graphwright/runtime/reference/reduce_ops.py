@@ -56,6 +56,14 @@ def _axes(ctx: OpContext, x: np.ndarray) -> tuple[int, ...]:
     return tuple(sorted({a % x.ndim for a in axes}))
 
 
+def _single_axis(ctx: OpContext, x: np.ndarray) -> int:
+    """The one axis input 1 names (negative from the end), of a non-scalar ``x``."""
+    axis = ints(ctx.x(1))
+    if x.ndim == 0 or len(axis) != 1 or not -x.ndim <= axis[0] < x.ndim:
+        raise ctx.error(f"axis {axis} does not fit a rank-{x.ndim} input")
+    return axis[0] % x.ndim
+
+
 def _quantized(ctx: OpContext, x: np.ndarray) -> tuple[Quant, Quant] | None:
     """(input, output) quantization of an integer reduction whose input is quantized, else None."""
     q_in = ctx.in_quant(0)
@@ -152,10 +160,7 @@ def extreme(ctx: OpContext) -> list[np.ndarray]:
 @kernel("ARG_MAX", "ARG_MIN")
 def arg_extreme(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    axis = ints(ctx.x(1))
-    if x.ndim == 0 or len(axis) != 1 or not -x.ndim <= axis[0] < x.ndim:
-        raise ctx.error(f"axis {axis} does not fit a rank-{x.ndim} input")
-    a = axis[0] % x.ndim
+    a = _single_axis(ctx, x)
     dtype = ctx.out_dtype()
     if dtype not in (np.int32, np.int64):
         raise ctx.error(f"its output type is {dtype}, not int32 or int64")
@@ -186,10 +191,7 @@ def top_k(ctx: OpContext) -> list[np.ndarray]:
 @kernel("CUMSUM")
 def cumsum(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    axis = ints(ctx.x(1))
-    if x.ndim == 0 or len(axis) != 1 or not -x.ndim <= axis[0] < x.ndim:
-        raise ctx.error(f"axis {axis} does not fit a rank-{x.ndim} input")
-    a = axis[0] % x.ndim
+    a = _single_axis(ctx, x)
     reverse, exclusive = bool(ctx.attr("reverse", False)), bool(ctx.attr("exclusive", False))
     v = np.flip(x, axis=a) if reverse else x
     out = np.cumsum(v, axis=a, dtype=x.dtype)  # sequential, in the input's type (wraps)
