@@ -7,6 +7,9 @@ Models (each ``<model>_<mode>``):
 * ``keras_rnn``: Keras 3 LSTM (returning its sequence) then GRU — each a WHILE loop whose
   condition subgraph compares counters (LESS, LOGICAL_AND) and whose body runs one time step
   (FULLY_CONNECTED, GATHER, SPLIT, LOGISTIC, TANH, SLICE, CONCATENATION...);
+* ``loop``: a ``tf.while_loop`` of three steps ``v = tanh(1.5·v + 0.1)`` — quantized, the loop
+  carries float values between DEQUANTIZE/QUANTIZE and the body computes in int8 or int16
+  (MUL, ADD, TANH); in 16x8 the converter fails (no calibration range for the loop counter);
 * ``stateful``: a ``tf.Module`` with a variable: CALL_ONCE (its initializer subgraph assigns
   the variable), VAR_HANDLE, READ_VARIABLE, ASSIGN_VARIABLE, and an IF on a boolean input
   of shape [1] (``tf.cond`` on it reshaped to a scalar) with a subgraph per branch.  The variable keeps its value from run to run.
@@ -22,9 +25,9 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 
-NAMES = ("keras_rnn_float", "stateful_float")
+NAMES = ("keras_rnn_float", "loop_int8", "stateful_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -36,6 +39,16 @@ def _keras_rnn() -> tuple[Any, list[Spec]]:
     x = keras.layers.LSTM(5, return_sequences=True)(inp)
     x = keras.layers.GRU(4)(x)
     return keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
+
+
+def _loop() -> tuple[Any, list[Spec]]:
+    def loop(x: tf.Tensor) -> tf.Tensor:
+        def body(i: tf.Tensor, v: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+            return i + 1, tf.nn.tanh(v * 1.5 + 0.1)
+
+        return tf.while_loop(lambda i, v: i < 3, body, (tf.constant(0), x))[1]
+
+    return loop, [Spec((BATCH, FEATURES))]
 
 
 class _Stateful(tf.Module):
@@ -65,4 +78,5 @@ def _stateful(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     if name == "stateful_float":
         return _stateful(name, model_path, reference_path)
-    return build_converted("tflite_control", name, _keras_rnn, model_path, reference_path)
+    make = _loop if name.startswith("loop_") else _keras_rnn
+    return build_converted("tflite_control", name, make, model_path, reference_path)

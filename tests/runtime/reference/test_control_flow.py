@@ -24,6 +24,7 @@ pytestmark = pytest.mark.slow
 #: operators each model must hold, in any of its graphs
 INTENDED = {
     "keras_rnn": {"WHILE", "LESS", "LOGICAL_AND", "FULLY_CONNECTED", "GATHER", "SPLIT", "SLICE"},
+    "loop": {"WHILE", "LESS", "MUL", "ADD", "TANH"},
     "stateful": {"CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE", "IF"},
 }
 
