@@ -453,6 +453,11 @@ def test_lstm_inputs_have_their_roles() -> None:
     assert roles[12:16] == ["input_gate_bias", "forget_gate_bias", "cell_gate_bias", "output_gate_bias"]
     assert roles[16:18] == ["projection_weights", "projection_bias"]
     assert roles[20] == "input_layer_norm_coefficients" and roles[23] == "output_layer_norm_coefficients"
+    both = Node("BIDIRECTIONAL_SEQUENCE_LSTM", [Value(f"t{i}") for i in range(48)], dialect="tflite",
+                outputs=[Value("y")])
+    assert [role_of(both, i) for i in (2, 17, 19, 35, 39, 44)] == [
+        "fw_input_to_forget_weights", "fw_projection_bias", "bw_input_to_forget_weights", "fw_output_state",
+        "aux_input", "bw_aux_input_to_input_weights"]
 
 
 def test_extract_names_the_weights_of_a_converter_lstm(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ what an integer-only target needs per output channel ``c``::
 (traversal order, block map, dimension metadata with segments and indices) is in the
 manifest beside it, its stored values in a second file.  LSTM inputs are named by their
 role (``input_to_forget_weights``, ``recurrent_to_cell_weights``, ``cell_to_output_weights``,
-``projection_weights``, ``forget_gate_bias``, ``input_layer_norm_coefficients``...).
+``projection_weights``, ``forget_gate_bias``, ``input_layer_norm_coefficients``...; ``fw_``/``bw_``
+for BIDIRECTIONAL_SEQUENCE_LSTM), as do the RNN, SVDF and PRELU ones.
 Building it is O(constants + operators).
 """
 
@@ -59,7 +60,21 @@ _LSTM_ROLES = dict(enumerate((
 )))
 for _op in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"):
     _ROLES[("tflite", _op)] = _LSTM_ROLES
+_CELL = [_LSTM_ROLES[i] for i in range(1, 18)]  # one direction's weights, peepholes, biases, projection
+_AUX = ["aux_input_to_input_weights", "aux_input_to_forget_weights", "aux_input_to_cell_weights",
+        "aux_input_to_output_weights"]
+#: BIDIRECTIONAL_SEQUENCE_LSTM: input, forward cell, backward cell, the four states, aux input and weights
+_ROLES[("tflite", "BIDIRECTIONAL_SEQUENCE_LSTM")] = dict(enumerate([
+    "input", *(f"fw_{r}" for r in _CELL), *(f"bw_{r}" for r in _CELL),
+    "fw_output_state", "fw_cell_state", "bw_output_state", "bw_cell_state", "aux_input",
+    *(f"fw_{r}" for r in _AUX), *(f"bw_{r}" for r in _AUX),
+]))
+_RNN_ROLES = {0: "input", 1: "input_weights", 2: "recurrent_weights", 3: "bias", 4: "hidden_state"}
+for _op in ("RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"):
+    _ROLES[("tflite", _op)] = _RNN_ROLES
+_ROLES[("tflite", "SVDF")] = {0: "input", 1: "feature_weights", 2: "time_weights", 3: "bias", 4: "state"}
 _ROLES[("tflite", "PRELU")] = {0: "input", 1: "alpha"}
+_ROLES[("tflite", "BATCH_MATMUL")] = {0: "input", 1: "weights"}
 
 
 def role_of(node: Node, index: int) -> str:
