@@ -14,7 +14,11 @@ Models (``<model>_<mode>``):
 * ``activations_int16x8``: ADD, SUB, MUL (broadcast and not), LOGISTIC, TANH, SOFTMAX, RELU,
   RELU6, MAXIMUM, MINIMUM with int16 activations, QUANTIZE from float and DEQUANTIZE to float at
   the edges (float inputs and outputs) — the converter has no 16x8 comparison, logical, select
-  or HARD_SWISH.
+  or HARD_SWISH;
+* ``pot_int16x8``: what the converter never writes, made from a converted 16x8 model through
+  graphwright's IR and writer: ADD and SUB (broadcast too) with ``pot_scale_int16`` and
+  power-of-two scales (LiteRT's shift-and-saturate path), MUL of int16 operands to an int8
+  output, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8 to an int8 output.
 """
 
 from __future__ import annotations
@@ -23,14 +27,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from ._info import ModelInfo
-from ._tflite_common import Spec, build_converted
+from ._tflite_common import Spec, build_converted, convert, info_of
 
 BUILDER_VERSION = 1
 
-NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8")
+NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
 
 #: a rank-5 pair whose size-1 dimensions differ (the converter keeps rank-5 broadcasting for MAXIMUM,
@@ -137,6 +142,43 @@ _MAKERS: dict[str, Callable[[], tuple[Any, Sequence[Spec]]]] = {
 }
 
 
+def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
+    from graphwright import formats
+    from graphwright.ir import Attr, DType, QuantParams
+
+    specs = (Spec((1, 4, 4, 8)), Spec((1, 4, 4, 8)), Spec((1, 1, 1, 8)))
+
+    def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> dict[str, tf.Tensor]:
+        return {"add": a + b, "sub": a - b, "sub_broadcast": a - c, "mul": a * b}
+
+    converted = model_path.with_name(model_path.stem + "-converted.tflite")
+    converted.write_bytes(convert(fn, "int16x8", specs, float_io=True))
+    model = formats.load(converted)
+
+    def quantize(value: Any, dtype: DType, log2_scale: int, zero_point: int = 0) -> None:
+        value.dtype = dtype
+        value.quant = QuantParams(np.array([2.0**log2_scale], np.float32), np.array([zero_point], np.int64), 0)
+
+    quantized = {v.name: v for n in model.graph for v in n.outputs}
+    for name, log2_scale in (("x0_int16", -15), ("x1_int16", -16), ("x2_int16", -15), ("Identity_int16", -15),
+                             ("Identity_2_int16", -15), ("Identity_3_int16", -15)):
+        quantize(quantized[name], DType.INT16, log2_scale)
+    quantize(quantized["Identity_1_int16"], DType.INT8, -7, 3)  # int16 x int16 -> int8
+    for node in model.graph:
+        if node.op in ("ADD", "SUB"):
+            node.attrs["pot_scale_int16"] = Attr.bool(True)
+        if node.op == "DEQUANTIZE" and node.outputs[0].name == "Identity_3":  # requantize int16 -> int8
+            node.op = "QUANTIZE"
+            quantize(node.outputs[0], DType.INT8, -6, 2)
+    x2 = next(v for v in model.graph.inputs if v.name == "x2")
+    quantize(x2, DType.INT8, -6, -5)  # its QUANTIZE requantizes int8 -> int16
+    formats.save(model, model_path)
+    converted.unlink()
+    return info_of(FAMILY, "pot_int16x8", model_path, reference_path)
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "pot_int16x8":
+        return _build_pot(model_path, reference_path)
     options = {"float_io": True} if name == "activations_int16x8" else {}
     return build_converted(FAMILY, name, _MAKERS[name], model_path, reference_path, **options)

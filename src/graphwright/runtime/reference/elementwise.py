@@ -121,7 +121,7 @@ def _add_sub_int16(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> n
     if ctx.attr("pot_scale_int16", True) is False or None in logs:
         return _add_sub_q(ctx, a, b, sign, 15)
     s1, s2 = logs[0] - logs[2], logs[1] - logs[2]  # type: ignore[operator]
-    if min(s1, s2) != 0 or max(s1, s2) > 0:
+    if 0 not in (s1, s2) or max(s1, s2) > 0:
         raise ctx.error(f"power-of-two int16 scales with input shifts {s1} and {s2}: LiteRT's kernel needs one of "
                         "them 0 and the other at most 0")
     if sign > 0 and a.shape != b.shape:
