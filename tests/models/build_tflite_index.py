@@ -26,7 +26,9 @@ Models (``<model>_<mode>``):
   operator tagged version 1, which BUILTIN_REF loads; its kernels dispatch on the tensor type),
   for what the converter does not emit: EMBEDDING_LOOKUP (float rows; int8 rows into float, per
   tensor and per row; uint8 rows; int64 rows), RANK, ZEROS_LIKE on float32, int32 and int64, and
-  int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model); in
+  int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model),
+  bool GATHER, GATHER_ND, REVERSE_V2, SLICE, UNPACK, SCATTER_ND (repeated indices or), int32
+  MIRROR_PAD, SPLIT_V, and WHERE on float32; in
   both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
   axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
   SPLIT, PADV2 (an int16 value), TILE.  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
@@ -46,7 +48,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 7
+BUILDER_VERSION = 9
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -64,7 +66,8 @@ EXPECTED_OPS = {
     "index_int8": (*_INDEX, *_LAYOUT, *_NOT_16X8),
     "index_int16x8": (*_INDEX, *_LAYOUT),
     "direct_float": ("EMBEDDING_LOOKUP", "RANK", "ZEROS_LIKE", "SQUEEZE", "EXPAND_DIMS", "DEPTH_TO_SPACE", "TILE",
-                     "UNPACK"),
+                     "UNPACK", "GATHER", "GATHER_ND", "REVERSE_V2", "SLICE", "SCATTER_ND", "WHERE", "MIRROR_PAD",
+                     "SPLIT_V"),
     "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT", "PADV2", "SQUEEZE",
                        "EXPAND_DIMS", "TILE"),
 }
@@ -135,7 +138,7 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
 
 # -- flatbuffers the converter never writes ---------------------------------------------------------
 
-_TYPES = {np.dtype(np.float32): fb.TensorType.FLOAT32, np.dtype(np.int32): fb.TensorType.INT32,
+_TYPES = {np.dtype(np.bool_): fb.TensorType.BOOL, np.dtype(np.float32): fb.TensorType.FLOAT32, np.dtype(np.int32): fb.TensorType.INT32,
           np.dtype(np.int64): fb.TensorType.INT64, np.dtype(np.int8): fb.TensorType.INT8,
           np.dtype(np.uint8): fb.TensorType.UINT8, np.dtype(np.int16): fb.TensorType.INT16}
 
@@ -220,6 +223,32 @@ def _squeeze_expand(m: _Flat, x: int, shape: tuple[int, ...], dtype: Any, q: dic
          _options(fb.SqueezeOptionsT, squeezeDims=[-2]))
 
 
+def _bools_and_ints(m: _Flat, ids: int) -> None:
+    """bool and int32 tensors through the index operators (SCATTER_ND of bools ors repeated indices)."""
+    B, opts = fb.BuiltinOperator, fb.BuiltinOptions
+    flags = m.input(Spec((4, 3), "bool"), "flags")
+    tensor = m.tensor
+    m.op(B.GATHER, [flags, tensor("pick", (2,), np.int64, np.asarray([2, 0]))], [tensor("gather_b", (4, 2), np.bool_)],
+         opts.GatherOptions, _options(fb.GatherOptionsT, axis=-1))
+    m.op(B.GATHER_ND, [flags, tensor("corners", (2, 2), np.int32, np.asarray([[3, 2], [0, 0]]))],
+         [tensor("gather_nd_b", (2,), np.bool_)])
+    m.op(B.REVERSE_V2, [flags, tensor("rows_axis", (1,), np.int32, np.asarray([0]))],
+         [tensor("reverse_b", (4, 3), np.bool_)])
+    m.op(B.SLICE, [flags, tensor("begin", (2,), np.int32, np.asarray([1, 0])),
+                   tensor("size", (2,), np.int32, np.asarray([-1, 2]))], [tensor("slice_b", (3, 2), np.bool_)])
+    m.op(B.UNPACK, [flags], [tensor(f"unpack_b{i}", (4,), np.bool_) for i in range(3)], opts.UnpackOptions,
+         _options(fb.UnpackOptionsT, num=3, axis=1))
+    m.op(B.SCATTER_ND, [tensor("targets", (4, 1), np.int32, np.asarray([[1], [1], [3], [0]])), flags,
+                        tensor("scatter_shape", (2,), np.int32, np.asarray([5, 3]))],
+         [tensor("scatter_b", (5, 3), np.bool_)])
+    m.op(B.MIRROR_PAD, [ids, tensor("ids_pads", (1, 2), np.int32, np.asarray([[2, 5]]))],
+         [tensor("mirror_i", (12,), np.int32)], opts.MirrorPadOptions, _options(fb.MirrorPadOptionsT, mode=1))
+    m.op(B.SPLIT_V, [ids, tensor("ids_sizes", (2,), np.int32, np.asarray([2, -1])),
+                     tensor("ids_axis", (), np.int32, np.asarray(0))],
+         [tensor("split_i0", (2,), np.int32), tensor("split_i1", (3,), np.int32)], opts.SplitVOptions,
+         _options(fb.SplitVOptionsT, numSplits=2))
+
+
 def _direct_float(path: Path) -> list[Spec]:
     m, B = _Flat(), fb.BuiltinOperator
     rng = np.random.default_rng(0)
@@ -251,6 +280,9 @@ def _direct_float(path: Path) -> list[Spec]:
     m.op(fb.BuiltinOperator.TILE, [image, multiples], [m.tensor("tile", (4, 2, 3, 24), np.int8, **q8)])
     m.op(fb.BuiltinOperator.UNPACK, [image], [m.tensor(f"unpack{i}", (2, 2, 8), np.int8, **q8) for i in range(3)],
          fb.BuiltinOptions.UnpackOptions, _options(fb.UnpackOptionsT, num=3, axis=-2))
+    _bools_and_ints(m, ids)
+    # on the float input: never all zero, so never an empty output, which LiteRT's Python API cannot read
+    m.op(fb.BuiltinOperator.WHERE, [x], [m.tensor("where_f", (0, 3), np.int64)])
     m.write(path)
     return m.specs
 
