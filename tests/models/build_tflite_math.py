@@ -7,12 +7,15 @@ Models (each ``<model>_<mode>``, mode float / int8 / int16x8):
 
 * ``unary``: one input of shape [2, 3, 5, 4] (batch 2, rank 4, values in [-1, 3) so the int8
   zero points are asymmetric) through EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIN, COS,
-  FLOOR, CEIL, ROUND, SIGN, ELU, LEAKY_RELU, GELU (tanh approximation and exact), LOG_SOFTMAX,
+  FLOOR, SIGN, LEAKY_RELU, GELU (tanh approximation and exact), LOG_SOFTMAX,
   L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION.  int8: the converter quantizes EXP, LOG,
   SQRT, RSQRT, ABS, LEAKY_RELU, GELU, LOG_SOFTMAX and L2_NORMALIZATION and leaves the others
   float between DEQUANTIZE and QUANTIZE; 16x8: it quantizes EXP, LOG, RSQRT, ABS, LEAKY_RELU
   and GELU only (:data:`INT16_UNARY`), the others are left out of that model;
-* ``integer_float``: ABS, NEG, SIGN on plain int32 and NEG on int64;
+* ``extra``: what LiteRT's reference resolver does not register, so the tests compare it with
+  LiteRT's default kernels: ELU, CEIL, ROUND (float in both modes: the converter does not
+  quantize them) and, on plain integer inputs, ABS, NEG, SIGN (int32) and NEG (int64) —
+  ABS on int32 is operator version 5, past what BUILTIN_REF registers;
 * ``prelu``: Keras PReLU with alpha per channel (``shared_axes=[1, 2]``, broadcast over
   the spatial axes) and with a full alpha tensor, alphas drawn in [-0.5, 0.5] so some are
   negative, on a [2, 4, 6, 3] input.
@@ -22,9 +25,9 @@ does not make (still run by LiteRT as the oracle):
 
 * ``elu_int8`` / ``relu01_{float,int8}``: a LEAKY_RELU model relabelled ELU (the int8 table
   path; the converter leaves ELU float) and RELU_0_TO_1 (the converter emits MINIMUM+RELU);
-* ``prelu_int16x8`` / ``sqrt_int16x8``: two PReLUs (per channel, full alpha) and
-  ``sqrt(|x|)`` converted int8, activations then widened to symmetric int16 (the converter
-  refuses PRELU and SQRT in 16x8; LiteRT's kernels take int16, PRELU with int8 alpha);
+* ``widened_int16x8``: two PReLUs (per channel, full alpha) and ``sqrt(|x|)`` converted
+  int8, activations then widened to symmetric int16 (the converter refuses PRELU and SQRT in
+  16x8; LiteRT's kernels take int16, PRELU with int8 alpha);
 * ``legacy_uint8``: PRELU, LEAKY_RELU, GELU (both forms), L2_NORMALIZATION and LOG_SOFTMAX
   converted int8, then made legacy uint8 (``tests/runtime/reference/uint8_models.py``).
 """
@@ -46,15 +49,14 @@ from tests.runtime.reference.uint8_models import write_uint8_model
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, convert, info_of, mode_of
 
-BUILDER_VERSION = 5
+BUILDER_VERSION = 6
 
 NAMES = (
     "unary_float", "unary_int8", "unary_int16x8",
     "extra_float", "extra_int8",
     "prelu_float", "prelu_int8",
-    "integer_float",
     # edited from converter output (see the module docstring)
-    "elu_int8", "relu01_float", "relu01_int8", "prelu_int16x8", "sqrt_int16x8", "legacy_uint8",
+    "elu_int8", "relu01_float", "relu01_int8", "widened_int16x8", "legacy_uint8",
 )
 FAMILY = "tflite_math"
 EDITED = NAMES[NAMES.index("elu_int8"):]
@@ -103,10 +105,10 @@ def _unary(mode: str) -> tuple[Any, list[Spec]]:
 
 
 def _extra(mode: str) -> tuple[Any, list[Spec]]:
-    def fn(x: tf.Tensor) -> list[tf.Tensor]:
-        return [f(x) for f in EXTRA.values()]
+    def fn(x: tf.Tensor, a: tf.Tensor, b: tf.Tensor) -> list[tf.Tensor]:
+        return [*(f(x) for f in EXTRA.values()), tf.abs(a), tf.negative(a), tf.sign(a), tf.negative(b)]
 
-    return fn, [UNARY_SPEC]
+    return fn, [UNARY_SPEC, Spec((2, 3, 4), "int32", -1000, 1000), Spec((3, 4), "int64", -(2**40), 2**40)]
 
 
 def _prelu(mode: str) -> tuple[Any, list[Spec]]:
@@ -118,24 +120,13 @@ def _prelu(mode: str) -> tuple[Any, list[Spec]]:
     return keras.Model(x, [per_channel, full]), [Spec((2, 4, 6, 3), low=-1.0, high=2.0)]
 
 
-def _integer(mode: str) -> tuple[Any, list[Spec]]:
-    """ABS, NEG and SIGN on plain int32, NEG on int64 (the converter keeps integer tensors integer)."""
-    def fn(a: tf.Tensor, b: tf.Tensor) -> list[tf.Tensor]:
-        return [tf.abs(a), tf.negative(a), tf.sign(a), tf.negative(b)]
-
-    return fn, [Spec((2, 3, 4), "int32", -1000, 1000), Spec((3, 4), "int64", -(2**40), 2**40)]
-
-
-def _sqrt(mode: str) -> tuple[Any, list[Spec]]:
-    return (lambda x: tf.sqrt(tf.abs(x))), [UNARY_SPEC]
-
-
-def _prelu_only(mode: str) -> tuple[Any, list[Spec]]:
+def _widened(mode: str) -> tuple[Any, list[Spec]]:
     alpha = keras.initializers.RandomUniform(-0.5, 0.5, seed=1)
     x = keras.Input((4, 6, 3), batch_size=2)
     y = keras.layers.LeakyReLU(0.5, name="leaky")(x)  # two PReLUs of one tensor share ops: neither is fused
     outs = [keras.layers.PReLU(alpha_initializer=alpha, shared_axes=[1, 2], name="prelu_channel")(x),
-            keras.layers.PReLU(alpha_initializer=alpha, name="prelu_full")(y)]
+            keras.layers.PReLU(alpha_initializer=alpha, name="prelu_full")(y),
+            keras.layers.Lambda(lambda v: tf.sqrt(tf.abs(v)), name="sqrt")(x)]
     return keras.Model(x, outs), [Spec((2, 4, 6, 3), low=-1.0, high=2.0)]
 
 
@@ -188,7 +179,7 @@ def _edited(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     """Models the converter cannot make, from ones it makes: ELU and RELU_0_TO_1 relabelled
     from LEAKY_RELU, PRELU widened to 16x8, the uint8 kernels from an int8 model."""
     kind, mode = name.rsplit("_", 1)
-    source = {"elu": _leaky, "relu01": _leaky, "prelu": _prelu_only, "sqrt": _sqrt, "legacy": _legacy}[kind]
+    source = {"elu": _leaky, "relu01": _leaky, "widened": _widened, "legacy": _legacy}[kind]
     tf.keras.utils.set_random_seed(SEED)
     made, specs = source(mode)
     converted = model_path.with_suffix(".converted.tflite")
@@ -210,5 +201,5 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     if name in EDITED:
         return _edited(name, model_path, reference_path)
     mode = mode_of(name)
-    make = {"unary": _unary, "extra": _extra, "prelu": _prelu, "integer": _integer}[name[: -len(mode) - 1]]
+    make = {"unary": _unary, "extra": _extra, "prelu": _prelu}[name[: -len(mode) - 1]]
     return build_converted(FAMILY, name, lambda: make(mode), model_path, reference_path)

@@ -34,7 +34,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         **dict.fromkeys(("SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "LOCAL_RESPONSE_NORMALIZATION"), "float32"),
     },
     "unary_int16x8": dict.fromkeys(("EXP", "LOG", "RSQRT", "ABS", "LEAKY_RELU", "GELU"), "int16"),
-    "extra_float": dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"),
+    "extra_float": {**dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"), "ABS": "int32", "NEG": "int64",
+                    "SIGN": "int32"},
     "extra_int8": dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"),
     "prelu_float": {"PRELU": "float32"},
     "prelu_int8": {"PRELU": "int8"},
@@ -42,14 +43,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     "elu_int8": {"ELU": "int8"},
     "relu01_float": {"RELU_0_TO_1": "float32"},
     "relu01_int8": {"RELU_0_TO_1": "int8"},
-    "prelu_int16x8": {"PRELU": "int16", "LEAKY_RELU": "int16"},
-    "integer_float": {"ABS": "int32", "NEG": "int64", "SIGN": "int32"},
-    "sqrt_int16x8": {"SQRT": "int16", "ABS": "int16"},
+    "widened_int16x8": dict.fromkeys(("PRELU", "LEAKY_RELU", "ABS", "SQRT"), "int16"),
     "legacy_uint8": dict.fromkeys(("PRELU", "LEAKY_RELU", "GELU", "L2_NORMALIZATION", "LOG_SOFTMAX"), "uint8"),
 }
 #: models with operators BUILTIN_REF does not register (ELU, CEIL, ROUND; ABS on int32, op version 5):
 #: checked against LiteRT's default kernels
-NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8", "elu_int8", "integer_float")
+NOT_IN_REFERENCE_RESOLVER = ("extra_float", "extra_int8", "elu_int8")
 
 
 @pytest.mark.parametrize("name", list(EXPECTED))
