@@ -16,6 +16,7 @@ from graphwright.cli.main import build_parser
 from graphwright.errors import VerificationError
 from graphwright.runtime import run
 from graphwright.runtime.reference import Interpreter, supported_operators
+from graphwright.runtime.reference._common import INT16_KERNELS
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 TFLITE = EXAMPLES / "small_cnn.tflite"
@@ -88,9 +89,9 @@ def test_run_refuses_trace_of_other_formats() -> None:
 def test_unsupported_operator_is_named_and_refused() -> None:
     model = gw.load(TFLITE)
     node = next(n for n in model.graph if n.op == "MEAN")
-    node.op = "REDUCE_PROD"
-    assert "REDUCE_PROD" not in supported_operators()
-    with pytest.raises(VerificationError, match=r"cannot run this model: operator REDUCE_PROD \(.*Mean.*\) is not"):
+    node.op = "SKIP_GRAM"  # a builtin (string n-grams) no kernel here computes
+    assert "SKIP_GRAM" not in supported_operators()
+    with pytest.raises(VerificationError, match=r"cannot run this model: operator SKIP_GRAM \(.*Mean.*\) is not"):
         Interpreter(model)
 
 
@@ -115,8 +116,10 @@ def test_refuses_other_formats_and_corrupt_files(tmp_path: Path) -> None:
 
 
 def test_int16_quantized_activations_are_refused() -> None:
+    """An int16-quantized output of an operator with no 16x8 kernel is refused by name."""
     model = gw.load(TFLITE)
-    out = next(n for n in model.graph if n.op == "AVERAGE_POOL_2D").outputs[0]
-    out.dtype = gw.DType.INT16
-    with pytest.raises(VerificationError, match="int16-quantized output, which is not implemented"):
+    node = next(n for n in model.graph if n.op == "AVERAGE_POOL_2D")
+    node.op = min(set(supported_operators()) - INT16_KERNELS)  # a kernel, but none for 16x8
+    node.outputs[0].dtype = gw.DType.INT16
+    with pytest.raises(VerificationError, match=f"operator {node.op} .*int16-quantized output, which is not implemented"):
         Interpreter(model)
