@@ -334,6 +334,8 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     o, kh, kw, ci = w.shape
     if ci != x.shape[3]:
         raise ctx.error(f"filter has {ci} input channels, input has {x.shape[3]} (grouped convolution)")
+    if x.dtype.kind == "f" and w.dtype == np.int8:
+        return [_hybrid_conv(ctx, w, depthwise=False)]
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (o, -1)).T, o)
     sh, sw, dh, dw, padding = _conv_args(ctx)
     if plan.fast is not None and plan.chunks is None and q_in is not None:
@@ -357,6 +359,8 @@ def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     if co % ci:
         raise ctx.error(f"{co} output channels is not a multiple of {ci} input channels")
     mult = co // ci
+    if x.dtype.kind == "f" and w.dtype == np.int8:
+        return [_hybrid_conv(ctx, w, depthwise=True)]
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (kh * kw, co)), co)
     sh, sw, dh, dw, padding = _conv_args(ctx)
     g = _geometry(x.shape, (kh, kw, co), sh, sw, dh, dw, padding)
@@ -461,7 +465,8 @@ def _transposed(ctx: OpContext, taps: np.ndarray, kernel: tuple[int, ...], strid
     """A transposed convolution (TRANSPOSE_CONV, CONV_3D_TRANSPOSE): output shape from input 0,
     weights ``taps`` as ``[*kernel, O, I]``, data input 2, optional bias input 3.
 
-    Float: float64 sums, bias, fused activation.  Integer (as LiteRT's reference kernels): exact
+    Float: float64 sums, bias, fused activation.  Hybrid (int8 weights, float activations): as
+    LiteRT's, the input quantized per batch item (:func:`_hybrid_input`).  Integer (as LiteRT's reference kernels): exact
     sums of ``(x − zp_in)·(w − zp_w)``, bias, requantized per output channel (int64 sums for
     16-bit activations)."""
     x, out_shape = ctx.x(2), tuple(int(v) for v in ctx.x(0).reshape(-1))
@@ -473,19 +478,23 @@ def _transposed(ctx: OpContext, taps: np.ndarray, kernel: tuple[int, ...], strid
                         "do not fit together")
     q_in, q_w = ctx.in_quant(2), ctx.in_quant(1)
     integer = ctx.out_dtype().kind != "f"
+    hybrid = not integer and taps.dtype == np.int8
     if integer and (q_in is None or q_w is None or ctx.out_quant() is None):
         raise ctx.error("integer tensors without quantization parameters")
-    if not integer and taps.dtype.kind != "f":
-        raise ctx.error("int8 weights with float activations (hybrid) are not implemented")
     matrix = ctx.cache.get("taps")
     if matrix is None:
         matrix = _matrix(ctx, taps, q_w if integer else None, (-1, depth)).T  # [I, taps·O]
         if ctx.in_value(1).const is not None:
             ctx.cache["taps"] = matrix
-    shifted = _shifted_input(x, q_in if integer else None, np.float64)
+    if hybrid:
+        shifted, factor = _hybrid_input(ctx, 2)
+    else:
+        shifted = _shifted_input(x, q_in if integer else None, np.float64)
     products = (shifted.reshape(-1, depth) @ matrix).reshape(*x.shape[:-1], *kernel, channels)
     pads = _same_pads(out_shape[1:-1], kernel, strides, dilations, int(ctx.attr("padding", PAD_SAME)))
     acc = _scatter(products, kernel, strides, dilations, pads, out_shape[1:-1])
+    if hybrid:
+        return _hybrid_output(ctx, np.rint(acc), factor, 3)
     if not integer:
         if ctx.has(3):
             acc = acc + ctx.x(3).astype(np.float64)
@@ -639,16 +648,16 @@ def _conv_3d_rule(op: OpCheck) -> list[Shape]:
     return [(x[0], *out, w[4])]
 
 
-def _quantized_rows(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row of float ``x`` quantized to int8 as LiteRT's hybrid kernels do at run time:
-    ``(q, scaling factor (float32), offset)`` per row.
+def quantized_rows(x: np.ndarray, asymmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row of float32 ``x`` [rows, n] quantized to int8 as LiteRT's hybrid kernels do at
+    run time: ``(q, scaling factor (float32), offset)`` per row.
 
-    Asymmetric (``asymmetric_quantize_inputs``): ``[min(0, lo), max(0, hi)]`` onto [-128, 127],
+    Asymmetric: ``[min(0, lo), max(0, hi)]`` onto [-128, 127],
     the scale and zero point in double (the zero point from whichever end errs less, rounded,
     clamped), then ``q = round(zp + x·float32(1/scale))`` in float32.  Symmetric: ``scale =
     max|x| / 127``, ``q = round(x·(127 / max|x|))`` clamped to ±127, offset 0.  An all-zero row
     quantizes to zeros with scale 1."""
-    if ctx.attr("asymmetric_quantize_inputs", False):
+    if asymmetric:
         lo = np.minimum(0.0, x.min(axis=1)).astype(np.float64)
         hi = np.maximum(0.0, x.max(axis=1)).astype(np.float64)
         flat = lo == hi
@@ -675,14 +684,15 @@ def _quantized_rows(ctx: OpContext, x: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def _hybrid_dense(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """FULLY_CONNECTED with int8 weights and float activations (dynamic-range quantization), as
-    LiteRT's hybrid kernel: each input row quantized (:func:`_quantized_rows`), exact int32 dot
+    LiteRT's hybrid kernel: each input row quantized (:func:`quantized_rows`, asymmetric with
+    ``asymmetric_quantize_inputs``), exact int32 dot
     products with the weights minus ``offset·Σ_k w[n, k]``, scaled by ``float32(row scale ·
     s_w[n])`` and added to the bias in float32, then the fused activation."""
     q_w = ctx.in_quant(1)
     if q_w is None:
         raise ctx.error("int8 weights without quantization parameters")
     rows = x.astype(np.float32)
-    q, factor, offset = _quantized_rows(ctx, rows)
+    q, factor, offset = quantized_rows(rows, bool(ctx.attr("asymmetric_quantize_inputs", False)))
     weights = w.astype(np.int64)
     dot = q @ weights.T - offset[:, None] * weights.sum(axis=1)[None, :]
     sw = q_w.scale.astype(np.float32).reshape(-1)
@@ -691,3 +701,49 @@ def _hybrid_dense(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if ctx.has(2):
         y = ctx.x(2).astype(np.float32) + y
     return apply_activation(ctx, y.astype(np.float32), ctx.out_dtype())
+
+
+def _hybrid_input(ctx: OpContext, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """Input ``i`` of a hybrid convolution quantized per batch item (the whole item at once,
+    asymmetric) as LiteRT's per-channel hybrid kernels do: ``(q − offset)`` (float64, exact
+    integers; zero padding then adds nothing, as the kernels skip padded taps) and the
+    per-item scaling factors."""
+    x = ctx.x(i)
+    q, factor, offset = quantized_rows(x.reshape(x.shape[0], -1).astype(np.float32), asymmetric=True)
+    return (q - offset[:, None]).reshape(x.shape).astype(np.float64), factor
+
+
+def _hybrid_output(ctx: OpContext, acc: np.ndarray, factor: np.ndarray, bias: int) -> np.ndarray:
+    """Hybrid convolution sums ``acc`` [N, ..., C] (exact integers) to the float output as
+    LiteRT's kernels: ``float32(acc)·s_w[c]·factor[n]`` in float32, plus the bias, then the
+    fused activation."""
+    q_w = ctx.in_quant(1)
+    if q_w is None:
+        raise ctx.error("int8 weights without quantization parameters")
+    channels = acc.shape[-1]
+    scales = np.broadcast_to(q_w.scale.astype(np.float32).reshape(-1), (channels,))
+    y = acc.astype(np.int32).astype(np.float32) * scales
+    y *= factor.reshape(-1, *[1] * (acc.ndim - 1))
+    if ctx.has(bias):
+        y += ctx.x(bias).astype(np.float32)
+    return apply_activation(ctx, y, ctx.out_dtype())
+
+
+def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
+    """CONV_2D / DEPTHWISE_CONV_2D with int8 weights and float activations, as LiteRT's
+    per-channel hybrid reference kernels: the input quantized per batch item
+    (:func:`_hybrid_input`), exact integer sums, then :func:`_hybrid_output`."""
+    shifted, factor = _hybrid_input(ctx, 0)
+    sh, sw, dh, dw, padding = _conv_args(ctx)
+    n = shifted.shape[0]
+    if depthwise:
+        _, kh, kw, channels = w.shape
+        mult = channels // shifted.shape[3]
+        source = np.repeat(shifted, mult, axis=3) if mult > 1 else shifted  # channel c·M + m reads c
+        taps, oh, ow = _windows(source, kh, kw, sh, sw, dh, dw, padding)
+        acc = np.einsum("nhwtc,tc->nhwc", taps, w.reshape(kh * kw, channels).astype(np.float64))
+    else:
+        channels, kh, kw, depth = w.shape
+        taps, oh, ow = _windows(shifted, kh, kw, sh, sw, dh, dw, padding)
+        acc = taps.reshape(-1, kh * kw * depth) @ w.reshape(channels, -1).T.astype(np.float64)
+    return _hybrid_output(ctx, np.rint(acc).reshape(n, oh, ow, channels), factor, 2)
