@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import OpContext, kernel
-from .conv import legacy_multiplier, requantize
+from .conv import legacy_multiplier, quantized_rows, requantize
 from .prepare import OpCheck, Shape, prepare_rule
 
 #: LiteRT's BATCH_MATMUL handles operands up to rank 5 (3 batch dims)
@@ -35,8 +35,10 @@ def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
     b = _operand(ctx, 1, bool(ctx.attr("adj_y", False)))
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
+        if a.dtype.kind == "f" and b.dtype == np.int8:
+            return [_hybrid(ctx, a, b)]
         if a.dtype.kind != "f" or b.dtype.kind != "f":
-            raise ctx.error("int8 operands with float output (hybrid) are not implemented")
+            raise ctx.error(f"{a.dtype} and {b.dtype} operands with a float output are not implemented")
         return [np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(dtype)]
     q_a, q_b, q_out = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
     if q_a is None or q_b is None or q_out is None:
@@ -49,6 +51,25 @@ def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
     acc = np.matmul(a.astype(np.float64) - q_a.zp, b.astype(np.float64) - q_b.zp)
     kind = "int64" if a.dtype == np.int16 else "int32"
     return [requantize(ctx, np.rint(acc).astype(np.int64), *params, ctx.rounding, kind)]
+
+
+def _hybrid(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Float ``a`` times int8 ``b`` (dynamic-range quantization), as LiteRT's hybrid kernel:
+    each row of ``a`` quantized at run time (:func:`.conv.quantized_rows`, asymmetric with
+    ``asymmetric_quantize_inputs``), exact int32 sums minus ``offset·Σ_k b[k, j]``, times
+    ``float32(row scale · s_b[j])``."""
+    q_b = ctx.in_quant(1)
+    if q_b is None:
+        raise ctx.error("int8 operand without quantization parameters")
+    rows = a.astype(np.float32).reshape(-1, a.shape[-1])
+    q, factor, offset = quantized_rows(rows, bool(ctx.attr("asymmetric_quantize_inputs", False)))
+    weights = b.astype(np.int64)
+    q = q.reshape(a.shape)
+    dot = np.matmul(q.astype(np.float64), weights.astype(np.float64))
+    dot -= offset.reshape(*a.shape[:-1], 1) * weights.sum(axis=-2, keepdims=True)
+    sb = np.broadcast_to(q_b.scale.astype(np.float32).reshape(-1), (b.shape[-1],))
+    scale = (factor.reshape(*a.shape[:-1], 1) * sb).astype(np.float32)
+    return (np.rint(dot).astype(np.int32).astype(np.float32) * scale).astype(np.float32)
 
 
 @prepare_rule("BATCH_MATMUL", arity=(2, 2))
