@@ -49,6 +49,7 @@ def _convs(nodes: Callable[[str], list[Node]], mode: str) -> None:
                 assert n.inputs[2 if op == "TRANSPOSE_CONV" else 0].dtype.value == "int16", op
                 assert n.inputs[1].dtype.value == "int8", op
         assert any(n.inputs[2].dtype.value == "int64" for n in nodes("CONV_2D"))
+    _matmul(nodes, mode)
 
 
 def _matmul(nodes: Callable[[str], list[Node]], mode: str) -> None:
@@ -69,10 +70,13 @@ def _conv3d(nodes: Callable[[str], list[Node]], mode: str) -> None:
 
 
 def _hybrid(nodes: Callable[[str], list[Node]], mode: str) -> None:
-    fcs = nodes("FULLY_CONNECTED")
-    assert fcs and all(n.inputs[0].dtype.value == "float32" and n.inputs[1].dtype.value == "int8" for n in fcs)
-    assert all(n.attr("asymmetric_quantize_inputs") for n in fcs)
-    assert {bool(n.attr("keep_num_dims")) for n in fcs} == {True, False}
+    for op in ("CONV_2D", "DEPTHWISE_CONV_2D", "TRANSPOSE_CONV", "BATCH_MATMUL", "FULLY_CONNECTED"):
+        ops = nodes(op)
+        data = 2 if op == "TRANSPOSE_CONV" else 0
+        assert ops and all(n.inputs[data].dtype.value == "float32" and n.inputs[1].dtype.value == "int8"
+                           and n.outputs[0].dtype.value == "float32" for n in ops), op
+    assert all(n.attr("asymmetric_quantize_inputs") for n in nodes("FULLY_CONNECTED") + nodes("BATCH_MATMUL"))
+    assert {bool(n.attr("keep_num_dims")) for n in nodes("FULLY_CONNECTED")} == {True, False}
 
 
 def _tconv(nodes: Callable[[str], list[Node]], mode: str) -> None:
@@ -80,7 +84,7 @@ def _tconv(nodes: Callable[[str], list[Node]], mode: str) -> None:
     assert len(tconvs) == 2 and {n.attr("padding") for n in tconvs} == {0, 1}
 
 
-_INTENDED = {"tconv": _tconv, "convs": _convs, "matmul": _matmul, "conv3d": _conv3d, "hybrid": _hybrid}
+_INTENDED = {"tconv": _tconv, "convs": _convs, "conv3d": _conv3d, "hybrid": _hybrid}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -95,7 +99,7 @@ def test_every_operator_output_matches_litert_reference(name: str) -> None:
     assert assert_matches_reference(_model(name)) > 0
 
 
-@pytest.mark.parametrize("name", ["convs_int8", "convs_int16x8", "matmul_int16x8"])
+@pytest.mark.parametrize("name", ["convs_int8", "convs_int16x8"])
 def test_numpy_path_matches_litert_reference(name: str) -> None:
     """Without the compiled loops: the same integers (fewer seeds)."""
     assert assert_matches_reference(_model(name), seeds=range(3), jit=False) > 0
@@ -134,6 +138,20 @@ def test_uint8_transpose_conv_matches_litert_reference(tmp_path: Path) -> None:
     assert assert_matches_reference(info) > 0
 
 
+def test_hybrid_symmetric_input_quantization_matches_litert_reference(tmp_path: Path) -> None:
+    """FULLY_CONNECTED and BATCH_MATMUL without ``asymmetric_quantize_inputs`` quantize their rows
+    symmetrically (the converter sets the flag; older files do not)."""
+    info = _model("hybrid_float")
+    model = gw.load(info.path)
+    flipped = [n for n in model.graph if n.op in ("FULLY_CONNECTED", "BATCH_MATMUL")]
+    for node in flipped:
+        node.attrs["asymmetric_quantize_inputs"] = Attr.bool(False)
+    gw.save(model, tmp_path / "symmetric.tflite")
+    assert flipped and not any(n.attr("asymmetric_quantize_inputs") for n in gw.load(tmp_path / "symmetric.tflite").graph
+                               if n.op in ("FULLY_CONNECTED", "BATCH_MATMUL"))
+    assert assert_matches_reference(replace(info, path=tmp_path / "symmetric.tflite")) > 0
+
+
 def test_int64_requantization_reduces_the_multiplier_to_15_bits() -> None:
     """TFLite's int64 MultiplyByQuantizedMultiplier: ``round(m / 2^16)``, saturating at 0x7FFF."""
     x = np.array([1 << 34, -(1 << 34) - 9, 12345, -12345, 8, -8, 0], np.int64)
@@ -159,7 +177,7 @@ def _set(node: Node, **attrs: int) -> None:
     ("convs_int8", lambda m: _first(m, "TRANSPOSE_CONV").replace_input(2, _first(m, "CONV_2D").outputs[0]),
      r"TRANSPOSE_CONV .*: output shape \[2, 10, 12, 4\], weights \[4, 3, 3, 3\] and input \[2, 10, 7, 5\] "
      r"do not fit together"),
-    ("matmul_float", lambda m: _set(_first(m, "BATCH_MATMUL"), adj_y=0),
+    ("convs_float", lambda m: _set(_first(m, "BATCH_MATMUL"), adj_y=0),
      r"BATCH_MATMUL .*: operands \[2, 1, 3, 4\] and \[3, 5, 4\] .* do not share an inner dimension"),
     ("conv3d_float", lambda m: _set(_first(m, "CONV_3D_TRANSPOSE"), stride_h=1),
      r"CONV_3D_TRANSPOSE .*: output shape \[2, 6, 4, 10, 3\] does not give back the input"),
