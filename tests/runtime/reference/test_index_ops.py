@@ -104,13 +104,14 @@ def test_shapes_the_kernels_cannot_take_are_refused_when_built(op: str, edit: Ca
     assert what in str(err.value) and "\n" not in str(err.value)
 
 
-def test_int8_concatenation_of_other_scales_is_refused_as_litert_does() -> None:
-    """LiteRT's int8 CONCATENATION copies values and refuses inputs quantized unlike its output
-    (the converter gives them one scale); only uint8 requantizes."""
+@pytest.mark.parametrize("op", ["CONCATENATION", "PACK"])
+def test_int8_inputs_of_other_scales_are_refused_as_litert_does(op: str) -> None:
+    """LiteRT's int8 CONCATENATION and PACK copy values and refuse inputs quantized unlike their
+    output (the converter gives them one scale); only uint8 CONCATENATION requantizes."""
     info = get_model(FAMILY, "index_int8")
     model = load(info.path)
-    value = _first(model, "CONCATENATION").inputs[1]
+    value = _first(model, op).outputs[0]
     q = value.quant
     value.quant = QuantParams(q.scale * 2, q.zero_point, q.axis)
-    with pytest.raises(VerificationError, match="int8 input is quantized differently from the output"):
+    with pytest.raises(VerificationError, match=f"{op} .*input is quantized differently from the output"):
         Interpreter(model).run(feeds_for(info, 2))

@@ -135,7 +135,12 @@ def tile(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("PACK", int16=True)
 def pack(ctx: OpContext) -> list[np.ndarray]:
+    """Stacks values unchanged; LiteRT refuses quantized inputs whose scale or zero point differ
+    from the output's (it never requantizes)."""
     parts = [ctx.x(i) for i in range(len(ctx.arrays))]
+    qo = ctx.out_quant()
+    if qo is not None and any(_rescales(ctx.in_quant(i), qo) for i in range(len(parts))):
+        raise ctx.error("an input is quantized differently from the output, which LiteRT refuses")
     return [np.stack(parts, axis=int(ctx.attr("axis", 0))).astype(ctx.out_dtype())]
 
 
