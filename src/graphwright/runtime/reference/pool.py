@@ -5,7 +5,8 @@ Average pool (integer): ``y = (Σ x + count/2) / count`` for positive sums,
 from zero), where ``count`` is the number of in-image taps.  Max pool takes the
 max over in-image taps (floats: NaNs never win, as C's ``std::max`` from ``lowest()``).
 Both clamp to the fused activation — floats to finite bounds, ``±FLT_MAX`` without one
-(LiteRT's CalculateActivationRange), so an infinite average or max comes out as ``±FLT_MAX``.  O(N·OH·OW·KH·KW·C).
+(LiteRT's CalculateActivationRange), so an infinite average or max comes out as
+``±FLT_MAX``.  O(N·OH·OW·KH·KW·C).
 
 MEAN (integer: int8, uint8, int16 with zero points 0), as LiteRT's reference kernels over
 any axes, with or without keep_dims, whatever the scales (equal ones too):
@@ -162,8 +163,11 @@ def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype
     q_in, q_out = ctx.in_quant(0), ctx.out_quant()
     if q_in is None or q_out is None:
         raise ctx.error("integer tensors without quantization parameters")
+    if dtype == np.int16 and (q_in.zp or q_out.zp):
+        raise ctx.error(f"int16 zero points must be 0 (input {q_in.zp}, output {q_out.zp}), as LiteRT requires")
     lo, hi = type_range(dtype)
-    m, shift = fold_divisor(*quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s)))), n)
+    real = float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s)))
+    m, shift = fold_divisor(*quantize_multiplier(real), n)
     fast = None
     if ctx.jit and abs(n) < 1 << 23:  # |total − zp_in·n| ≤ 255·n < 2^31, as the compiled loop needs
         fast = FastRequant.build(bias=np.array([-q_in.zp * n]), m=np.array([m]), shift=np.array([shift]),
