@@ -16,9 +16,10 @@ Models (``<model>_<mode>``):
   the edges (float inputs and outputs) — the converter has no 16x8 comparison, logical, select
   or HARD_SWISH;
 * ``pot_int16x8``: what the converter never writes, made from a converted 16x8 model through
-  graphwright's IR and writer: ADD and SUB (broadcast too) with ``pot_scale_int16`` and
+  graphwright's IR and writer: ADD and (broadcast) SUB with ``pot_scale_int16`` and
   power-of-two scales (LiteRT's shift-and-saturate path), MUL of int16 operands to an int8
-  output, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8 to an int8 output.
+  output, NOT_EQUAL of int16 operands of different scales, QUANTIZE int8 -> int16 from an int8
+  graph input and int16 -> int8 to an int8 output.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -167,6 +168,11 @@ def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
     for node in model.graph:
         if node.op in ("ADD", "SUB"):
             node.attrs["pot_scale_int16"] = Attr.bool(True)
+        if node.op == "SUB" and node.outputs[0].name == "Identity_2_int16":  # a quantized int16 comparison
+            node.op, node.attrs = "NOT_EQUAL", {}
+            node.outputs[0].dtype, node.outputs[0].quant = DType.BOOL, None
+        if node.op == "DEQUANTIZE" and node.outputs[0].name == "Identity_2":
+            node.op = "CAST"
         if node.op == "DEQUANTIZE" and node.outputs[0].name == "Identity_3":  # requantize int16 -> int8
             node.op = "QUANTIZE"
             quantize(node.outputs[0], DType.INT8, -6, 2)
