@@ -24,7 +24,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted
 
-BUILDER_VERSION = 9
+BUILDER_VERSION = 10
 
 NAMES = ("reduce_float", "reduce_int8", "reduce_int16x8", "sums_int8", "sums_int16x8")
 FAMILY = "tflite_reduce"
@@ -45,6 +45,7 @@ def _reduce(mode: str) -> tuple[object, list[Spec]]:
             tf.reduce_max(a, axis=-1),
             tf.reduce_min(a, axis=[0, 2], keepdims=True),
             tf.reduce_prod(w, axis=2),
+            tf.reduce_prod(w, axis=[-1, 1], keepdims=True),  # the rescaled steps follow the input order
             tf.reduce_mean(a, axis=1),
             tf.reduce_mean(a, axis=-1, keepdims=True),
             tf.reduce_mean(a, axis=[0, 1, 2, 3]),
