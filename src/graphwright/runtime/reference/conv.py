@@ -703,13 +703,13 @@ def _hybrid_dense(ctx: OpContext, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return apply_activation(ctx, y.astype(np.float32), ctx.out_dtype())
 
 
-def _hybrid_input(ctx: OpContext, i: int) -> tuple[np.ndarray, np.ndarray]:
-    """Input ``i`` of a hybrid convolution quantized per batch item (the whole item at once,
-    asymmetric) as LiteRT's per-channel hybrid kernels do: ``(q − offset)`` (float64, exact
+def _hybrid_input(ctx: OpContext, i: int, asymmetric: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Input ``i`` of a hybrid convolution quantized per batch item (the whole item at once;
+    asymmetric in LiteRT's per-channel hybrid kernels): ``(q − offset)`` (float64, exact
     integers; zero padding then adds nothing, as the kernels skip padded taps) and the
     per-item scaling factors."""
     x = ctx.x(i)
-    q, factor, offset = quantized_rows(x.reshape(x.shape[0], -1).astype(np.float32), asymmetric=True)
+    q, factor, offset = quantized_rows(x.reshape(x.shape[0], -1).astype(np.float32), asymmetric)
     return (q - offset[:, None]).reshape(x.shape).astype(np.float64), factor
 
 
@@ -732,8 +732,14 @@ def _hybrid_output(ctx: OpContext, acc: np.ndarray, factor: np.ndarray, bias: in
 def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
     """CONV_2D / DEPTHWISE_CONV_2D with int8 weights and float activations, as LiteRT's
     per-channel hybrid reference kernels: the input quantized per batch item
-    (:func:`_hybrid_input`), exact integer sums, then :func:`_hybrid_output`."""
-    shifted, factor = _hybrid_input(ctx, 0)
+    (:func:`_hybrid_input`), exact integer sums, then :func:`_hybrid_output`.  A CONV_2D with
+    per-tensor weights takes LiteRT's other hybrid kernel: the input quantized symmetrically,
+    ``float32(acc)·float32(factor·s_w) + bias``."""
+    q_w = ctx.in_quant(1)
+    if q_w is None:
+        raise ctx.error("int8 weights without quantization parameters")
+    per_tensor = not depthwise and q_w.scale.size == 1
+    shifted, factor = _hybrid_input(ctx, 0, asymmetric=not per_tensor)
     sh, sw, dh, dw, padding = _conv_args(ctx)
     n = shifted.shape[0]
     if depthwise:
@@ -746,4 +752,11 @@ def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
         channels, kh, kw, depth = w.shape
         taps, oh, ow = _windows(shifted, kh, kw, sh, sw, dh, dw, padding)
         acc = taps.reshape(-1, kh * kw * depth) @ w.reshape(channels, -1).T.astype(np.float64)
-    return _hybrid_output(ctx, np.rint(acc).reshape(n, oh, ow, channels), factor, 2)
+    acc = np.rint(acc).reshape(n, oh, ow, channels)
+    if per_tensor:
+        scale = (factor * np.float32(q_w.s)).astype(np.float32).reshape(-1, 1, 1, 1)
+        y = acc.astype(np.int32).astype(np.float32) * scale
+        if ctx.has(2):
+            y += ctx.x(2).astype(np.float32)
+        return apply_activation(ctx, y, ctx.out_dtype())
+    return _hybrid_output(ctx, acc, factor, 2)
