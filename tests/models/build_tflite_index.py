@@ -31,7 +31,8 @@ Models (``<model>_<mode>``):
   MIRROR_PAD, SPLIT_V, and WHERE on float32; in
   both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
   axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
-  SPLIT, PADV2 (an int16 value), TILE.  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
+  SPLIT, PADV2 (an int16 value), TILE, CONCATENATION of an input of another scale (copied, as
+  LiteRT does: it requantizes uint8 only).  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 9
+BUILDER_VERSION = 10
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -69,7 +70,7 @@ EXPECTED_OPS = {
                      "UNPACK", "GATHER", "GATHER_ND", "REVERSE_V2", "SLICE", "SCATTER_ND", "WHERE", "MIRROR_PAD",
                      "SPLIT_V"),
     "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT", "PADV2", "SQUEEZE",
-                       "EXPAND_DIMS", "TILE"),
+                       "EXPAND_DIMS", "TILE", "CONCATENATION"),
 }
 
 #: x: batch-2 image; v5: rank 5; then index inputs, each in the range its operator accepts
@@ -298,8 +299,8 @@ def _direct_int16(path: Path) -> list[Spec]:
     lookup = m.input(Spec((4,), "int32", 0, 7), "lookup_ids")
     m.op(B.REVERSE_SEQUENCE, [x, lengths], [m.tensor("revseq", (3, 5, 2, 4), np.int16, **q)], opts.ReverseSequenceOptions,
          _options(fb.ReverseSequenceOptionsT, seqDim=1, batchDim=0))
-    m.op(B.REVERSE_SEQUENCE, [x, blen], [m.tensor("revseq_after", (3, 5, 2, 4), np.int16, **q)],
-         opts.ReverseSequenceOptions, _options(fb.ReverseSequenceOptionsT, seqDim=3, batchDim=2))
+    m.op(B.REVERSE_SEQUENCE, [x, blen], [m.tensor("revseq_batch_after", (3, 5, 2, 4), np.int16, **q)],
+         opts.ReverseSequenceOptions, _options(fb.ReverseSequenceOptionsT, seqDim=1, batchDim=2))
     table = m.tensor("table", (7, 3), np.int16, rng.integers(-32768, 32768, (7, 3)), **q)
     m.op(B.EMBEDDING_LOOKUP, [lookup, table], [m.tensor("rows", (4, 3), np.int16, **q)])
     m.op(B.GATHER, [x, ids], [m.tensor("gather", (3, 4, 2, 4), np.int16, **q)], opts.GatherOptions,
@@ -315,6 +316,10 @@ def _direct_int16(path: Path) -> list[Spec]:
     _squeeze_expand(m, x, (3, 5, 2, 4), np.int16, q)
     multiples = m.tensor("multiples", (4,), np.int32, np.asarray([1, 2, 3, 1], np.int32))
     m.op(B.TILE, [x, multiples], [m.tensor("tile", (3, 10, 6, 4), np.int16, **q)])
+    # int16 inputs of another scale than the output: LiteRT copies their integers, never requantizes
+    coarse = m.input(Spec((3, 5, 2, 4), "int16", -32768, 32768), "coarse", scale=[0.003], zero_point=[0])
+    m.op(B.CONCATENATION, [x, coarse], [m.tensor("concat", (3, 5, 2, 8), np.int16, **q)],
+         opts.ConcatenationOptions, _options(fb.ConcatenationOptionsT, axis=-1))
     m.write(path)
     return m.specs
 
