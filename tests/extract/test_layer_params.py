@@ -42,8 +42,11 @@ MODELS = [
     ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MEAN", "REDUCE_PROD"}),
     ("tflite_conv", "convs_int8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
     ("tflite_conv", "convs_int16x8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
-    ("tflite_conv", "matmul_int8", {"BATCH_MATMUL", "FULLY_CONNECTED"}),
-    ("tflite_conv", "matmul_int16x8", {"BATCH_MATMUL", "FULLY_CONNECTED"}),
+    ("tflite_real", "transformer_int8", {"BATCH_MATMUL", "FULLY_CONNECTED", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
+                                         "GELU", "SOFTMAX", "ADD", "MUL", "QUANTIZE"}),
+    ("tflite_real", "transformer_int16x8", {"BATCH_MATMUL", "FULLY_CONNECTED", "MEAN", "ADD", "MUL", "SUB"}),
+    ("tflite_real", "landmarks_int8", {"CONV_2D", "DEPTHWISE_CONV_2D", "PRELU", "ADD", "FULLY_CONNECTED",
+                                       "LOGISTIC", "MEAN", "CONCATENATION"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
 ]
@@ -101,6 +104,13 @@ def _add_sub(p: Layer, x: list[np.ndarray], out: np.ndarray, sign: int) -> np.nd
                p[f"input{i + 1}_multiplier"], p[f"input{i + 1}_shift"]) for i in range(2)]
     return _clamp(_mbqm(a[0] + sign * a[1], p["output_multiplier"], p["output_shift"]) + p["output_zero_point"],
                   p, out.dtype)
+
+
+def _squared_difference(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    a = [_mbqm((x[i].astype(np.int64) - p[f"input{i + 1}_zero_point"]) << p["left_shift"],
+               p[f"input{i + 1}_multiplier"], p[f"input{i + 1}_shift"]) for i in range(2)]
+    y = _mbqm((a[0] - a[1]) ** 2, p["output_multiplier"], p["output_shift"]) + p["output_zero_point"]
+    return _clamp(y, p, out.dtype)
 
 
 def _mul(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
@@ -313,7 +323,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
-    "REDUCE_PROD": _reduce_prod, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
+    "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
 TABLES = ("RELU", "RELU6", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")

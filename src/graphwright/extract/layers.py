@@ -23,6 +23,8 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   power-of-two scales and zero points 0 (``pot_scale_int16``): ``input{i}_shift`` only
   (``y = clamp((x_1 >> −shift_1) ± (x_2 >> −shift_2))``, rounding as the reference kernel).
 * MUL: ``y = clamp(MBQM((x_1 − zp_1)(x_2 − zp_2), output_multiplier, output_shift) + zp_out)``.
+* SQUARED_DIFFERENCE (8-bit): ``a_i`` as ADD's with ``left_shift`` 7,
+  ``y = clamp(MBQM((a_1 − a_2)², output_multiplier, output_shift) + zp_out)``.
 * AVERAGE_POOL_2D: the window, strides and padding; ``y = clamp(round_half_away(Σ x / count))``
   over the in-image taps (input and output share their quantization).
 * MEAN: ``y = MBQM(Σ x − zp_in·n, multiplier, shift) + zp_out`` clamped to the type, with
@@ -270,13 +272,34 @@ def _add_sub(node: Node) -> Params | None:
             "input2_multiplier": m2, "input2_shift": s2, "output_multiplier": mo, "output_shift": so}
 
 
+@_layer("SQUARED_DIFFERENCE")
+def _squared_difference(node: Node) -> Params | None:
+    """As LiteRT's Prepare (8-bit): each input rescaled like ADD's with a left shift of 7, the
+    squared difference by ``(2·max(s1, s2))² / (2^14·s_out)`` (the interpreter computes these inline)."""
+    qs = _quants(node, 0, 1)
+    if qs is None or _dtype(node.outputs[0]).itemsize != 1:
+        return None
+    q1, q2, qo = qs
+    left_shift = 7
+    twice_max = 2.0 * max(_f64(q1.s), _f64(q2.s))
+    m1, s1 = _mult(_f64(q1.s) / twice_max)
+    m2, s2 = _mult(_f64(q2.s) / twice_max)
+    mo, so = _mult(twice_max * twice_max / _f64(np.float32((1 << (2 * left_shift)) * np.float32(qo.s))))
+    return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+            **_clamp(node, _dtype(node.outputs[0])), "left_shift": left_shift, "input1_multiplier": m1,
+            "input1_shift": s1, "input2_multiplier": m2, "input2_shift": s2, "output_multiplier": mo,
+            "output_shift": so}
+
+
 @_layer("MUL")
 def _mul(node: Node) -> Params | None:
+    """As LiteRT's Prepare: ``s_1·s_2/s_out`` in float32 (the interpreter's elementwise.py divides
+    in double, which differs from LiteRT on some 16x8 layers, e.g. a LayerNorm's product)."""
     qs = _quants(node, 0, 1)
     if qs is None:
         return None
     q1, q2, qo = qs
-    m, s = _mult(_f64(q1.s) * _f64(q2.s) / _f64(qo.s))
+    m, s = _mult(_f32(q1.s, q2.s, over=qo.s))
     return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
             **_clamp(node, _dtype(node.outputs[0])), "output_multiplier": m, "output_shift": s}
 
@@ -301,11 +324,12 @@ def _reduction(node: Node) -> tuple[Quant, Quant, list[int], int] | None:
     x, axes = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
     if qs is None or x is None or x.shape is None or axes is None or axes.const is None:
         return None
-    if any(not isinstance(d, int) for d in x.shape):
-        return None
-    rank = len(x.shape)
+    shape = x.meta.get("tflite.shape") or x.shape  # the static shape beside a signature with unknown dims
+    rank = len(shape)
     reduced = sorted({int(a) % rank for a in np.asarray(axes.const.numpy()).reshape(-1)}) if rank else []
-    return qs[0], qs[1], reduced, int(np.prod([x.shape[a] for a in reduced], dtype=np.int64)) if reduced else 1
+    if any(not isinstance(shape[a], int) or shape[a] < 0 for a in reduced):
+        return None
+    return qs[0], qs[1], reduced, int(np.prod([shape[a] for a in reduced], dtype=np.int64)) if reduced else 1
 
 
 @_layer("MEAN")
