@@ -208,3 +208,12 @@ def test_what_litert_refuses_is_refused_in_one_line(name: str, op: str, factor: 
     with pytest.raises(VerificationError, match=message) as error:
         Interpreter(_requantized(name, op, factor, zero_point)).run(feeds_for(get_model(FAMILY, name), 2))
     assert "\n" not in str(error.value) and op in str(error.value)
+
+
+def test_uint8_quantized_product_is_refused_in_one_line(tmp_path: Path) -> None:
+    """LiteRT multiplies quantized int8 and int16 only: a uint8 REDUCE_PROD is refused when the
+    interpreter is built."""
+    path = write_uint8_model(get_model(FAMILY, "reduce_int8").path, tmp_path / "uint8.tflite")
+    with pytest.raises(VerificationError, match=r"REDUCE_PROD .*int8 and int16 only, not uint8") as error:
+        Interpreter(path)
+    assert "\n" not in str(error.value)
