@@ -5,7 +5,7 @@ Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
 
 Models (``<model>_<mode>``):
 
-* ``binary_<mode>`` (float / int8): MAXIMUM, MINIMUM, SELECT_V2 and (float) DIV on a
+* ``binary_<mode>`` (float / int8): MAXIMUM, MINIMUM, SELECT_V2 and DIV on a
   rank-5 input broadcast against a rank-5 input of other size-1 dimensions; FLOOR_DIV, FLOOR_MOD,
   POW (float), SQUARED_DIFFERENCE, the six comparisons, LOGICAL_AND/OR/NOT (rank 4 against
   rank 3, and scalar constants); SELECT (float) — both operands variable and one constant;
@@ -34,7 +34,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -68,10 +68,10 @@ def _binary(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
             out["ne_or"] = tf.where(tf.logical_or(tf.not_equal(e, c), both), e, c)
             out["sqdiff"] = tf.math.squared_difference(e, c)
             out["sqdiff_const"] = tf.math.squared_difference(c, 0.3)
+            out["div"] = a / _positive(b)  # rank 5
+            out["div_const"] = tf.math.divide(2.0, _positive(c))
             if mode == "float":
                 divisor = _positive(c)
-                out["div"] = a / _positive(b)  # rank 5
-                out["div_const"] = tf.math.divide(2.0, divisor)
                 out["floordiv"] = tf.math.floordiv(e * 5.0, divisor)
                 out["floormod"] = tf.math.floormod(e * 5.0, divisor)
                 out["floormod_const"] = tf.math.floormod(c * 7.0, -0.7)

@@ -29,7 +29,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         **dict.fromkeys((*_LOGICAL, "SELECT", "SELECT_V2"), "bool"),
     },
     "binary_int8": {
-        **dict.fromkeys(("MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "EQUAL", "LESS", "LESS_EQUAL",
+        **dict.fromkeys(("DIV", "MAXIMUM", "MINIMUM", "SQUARED_DIFFERENCE", "EQUAL", "LESS", "LESS_EQUAL",
                          "GREATER_EQUAL"), "int8"),
         **dict.fromkeys((*_LOGICAL, "SELECT_V2"), "bool"),
     },

@@ -22,8 +22,9 @@ import math
 
 import numpy as np
 
-from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, OpContext, kernel, type_range
+from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, OpContext, clamp_cast, kernel, type_range
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
+from .math_ops import _clz32, _one_over_one_plus_x
 from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
 
 #: the highest rank LiteRT's broadcasting loop accepts (a larger one aborts the C kernel)
@@ -72,8 +73,9 @@ def _nonzero_divisor(ctx: OpContext, b: np.ndarray) -> None:
 
 @kernel("DIV")
 def div(ctx: OpContext) -> list[np.ndarray]:
-    """Float32 ``a / b`` (a zero divisor gives ±FLT_MAX, clamped like any result) and int32
-    ``a / b`` truncated toward zero as C divides, both clamped to the fused activation."""
+    """Float32 ``a / b`` (a zero divisor gives ±FLT_MAX, clamped like any result), int32
+    ``a / b`` truncated toward zero as C divides, both clamped to the fused activation; 8-bit
+    and int16 quantized (:func:`_div_quantized`)."""
     a, b, dtype = _operands(ctx)
     lo, hi = _activation_bounds(ctx, dtype)
     if dtype == np.float32:
@@ -83,7 +85,34 @@ def div(ctx: OpContext) -> list[np.ndarray]:
         x, y = a.astype(np.int64), b.astype(np.int64)
         q = np.abs(x) // np.abs(y) * np.where((x < 0) == (y < 0), 1, -1)
         return [np.clip(_wrap(q, dtype), lo, hi).astype(dtype)]
-    raise ctx.error(f"DIV of {dtype} is not implemented (float32 and int32 are)")
+    if dtype in (np.int8, np.uint8, np.int16):
+        return [_div_quantized(ctx, a, b, dtype)]
+    raise ctx.error(f"DIV of {dtype} is not implemented")
+
+
+def _div_quantized(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """LiteRT's quantized DIV: with ``x = a − zp1``, ``y = b − zp2`` (signs moved so ``y > 0``),
+    ``1/y`` as a Q0.31 reciprocal of ``y`` normalised to [1, 2) (gemmlowp's Newton-Raphson
+    ``one_over_one_plus_x``), ``x`` shifted left by its redundant sign bits, multiplied by it,
+    then by ``s1/(s2·s_out)`` (float32) with the shifts combined; clamped to the activation."""
+    q1, q2, qo = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
+    if q1 is None or q2 is None or qo is None:
+        raise ctx.error(f"{dtype} tensors without quantization parameters")
+    multiplier = ctx.cache.get("div_multiplier")
+    if multiplier is None:
+        real = np.float32(np.float32(q1.s) / np.float32(np.float32(q2.s) * np.float32(qo.s)))
+        multiplier = ctx.cache["div_multiplier"] = quantize_multiplier(float(real))
+    m, shift = multiplier
+    x, y = np.broadcast_arrays(a.astype(np.int64) - q1.zp, b.astype(np.int64) - q2.zp)
+    if np.any(y == 0):
+        raise ctx.error("its divisor holds its zero point (LiteRT's kernel refuses a division by 0)")
+    x, y = np.where(y < 0, -x, x), np.abs(y)
+    leading = _clz32(y)
+    reciprocal = _one_over_one_plus_x((y << leading) - (1 << 31))
+    headroom = _clz32(x ^ (x >> 63)) - 1  # redundant sign bits of the int32 x (31 for 0)
+    unscaled = multiply_by_quantized_multiplier(x, reciprocal, headroom, ctx.rounding)
+    out = multiply_by_quantized_multiplier(unscaled, m, shift - (31 - leading) - headroom, ctx.rounding) + qo.zp
+    return clamp_cast(ctx, out, dtype)
 
 
 @kernel("FLOOR_DIV")
