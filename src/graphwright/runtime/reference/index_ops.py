@@ -29,10 +29,10 @@ Fail = Callable[[str], Exception]
 MIRROR_REFLECT, MIRROR_SYMMETRIC = 0, 1
 
 
-def _axis(axis: int, rank: int, fail: Fail, what: str = "axis") -> int:
+def _axis(axis: int, rank: int, fail: Fail) -> int:
     """``axis`` in ``[-rank, rank)`` as a non-negative index, or ``fail(...)``."""
     if not -rank <= axis < rank:
-        raise fail(f"{what} {axis} does not fit a rank-{rank} input")
+        raise fail(f"axis {axis} does not fit a rank-{rank} input")
     return axis % rank
 
 
@@ -276,7 +276,7 @@ def embedding_lookup(ctx: OpContext) -> list[np.ndarray]:
         return [rows]
     # hybrid: 8-bit rows times their scale (per tensor or per row), in float32
     q = ctx.in_quant(1)
-    if dtype.kind != "f" or table.dtype.kind not in "iu" or q is None:
+    if dtype.kind != "f" or table.dtype.itemsize != 1 or q is None:
         raise ctx.error(f"{table.dtype} rows into a {dtype} output are not implemented")
     scale = q.scale.reshape(-1)
     scale = scale[ids] if scale.size > 1 else scale
@@ -303,7 +303,7 @@ def _embedding_lookup_rule(op: OpCheck) -> list[Shape]:
 
 # -- DEPTH_TO_SPACE, SPACE_TO_DEPTH -----------------------------------------------------------------
 
-@kernel("DEPTH_TO_SPACE", int16=True)
+@kernel("DEPTH_TO_SPACE")  # LiteRT has no int16 kernel
 def depth_to_space(ctx: OpContext) -> list[np.ndarray]:
     x, b = ctx.x(0), int(ctx.attr("block_size"))
     n, h, w, c = x.shape
@@ -311,7 +311,7 @@ def depth_to_space(ctx: OpContext) -> list[np.ndarray]:
     return [y.reshape(n, h * b, w * b, c // (b * b))]
 
 
-@kernel("SPACE_TO_DEPTH", int16=True)
+@kernel("SPACE_TO_DEPTH")  # LiteRT has no int16 kernel
 def space_to_depth(ctx: OpContext) -> list[np.ndarray]:
     x, b = ctx.x(0), int(ctx.attr("block_size"))
     n, h, w, c = x.shape
@@ -401,11 +401,9 @@ def reverse_sequence(ctx: OpContext) -> list[np.ndarray]:
     # the first length[b] steps reversed; lengths <= 0 leave the row unchanged
     steps = np.arange(x.shape[seq])[None, :]
     src = np.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)  # (batch, seq)
-    order = [batch, seq] if batch < seq else [seq, batch]
-    src = src if batch < seq else src.T
-    shape = [1] * x.ndim
-    shape[order[0]], shape[order[1]] = src.shape
-    index = np.broadcast_to(src.reshape(shape), x.shape)
+    grid = src if batch < seq else src.T  # its two axes in the input's order
+    shape = [x.shape[d] if d in (batch, seq) else 1 for d in range(x.ndim)]
+    index = np.broadcast_to(grid.reshape(shape), x.shape)
     return [np.take_along_axis(x, index, axis=seq)]
 
 
