@@ -7,7 +7,7 @@ Models (each ``<model>_<mode>``, mode float / int8 / int16x8):
 
 * ``unary``: one input of shape [2, 3, 5, 4] (batch 2, rank 4, values in [-1, 3) so the int8
   zero points are asymmetric) through EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIN, COS,
-  FLOOR, SIGN, LEAKY_RELU, GELU (tanh approximation and exact), LOG_SOFTMAX,
+  FLOOR, SIGN, BUCKETIZE, ATAN2, ADD_N, LEAKY_RELU, GELU (tanh approximation and exact), LOG_SOFTMAX,
   L2_NORMALIZATION and LOCAL_RESPONSE_NORMALIZATION.  int8: the converter quantizes EXP, LOG,
   SQRT, RSQRT, ABS, LEAKY_RELU, GELU, LOG_SOFTMAX and L2_NORMALIZATION and leaves the others
   float between DEQUANTIZE and QUANTIZE; 16x8: it quantizes EXP, LOG, RSQRT, ABS, LEAKY_RELU
@@ -49,7 +49,7 @@ from tests.runtime.reference.uint8_models import write_uint8_model
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, convert, info_of, mode_of
 
-BUILDER_VERSION = 6
+BUILDER_VERSION = 7
 
 NAMES = (
     "unary_float", "unary_int8", "unary_int16x8",
@@ -78,6 +78,9 @@ UNARY: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
     "GELU": lambda x: tf.nn.gelu(x, approximate=True),
     # on another tensor than GELU's: with a shared 0.5·x the converter fuses neither
     "GELU_EXACT": lambda x: tf.nn.gelu(tf.nn.leaky_relu(x, 0.2), approximate=False),
+    "BUCKETIZE": lambda x: tf.raw_ops.Bucketize(input=x, boundaries=[-0.5, 0.0, 0.5, 2.0]),
+    "ATAN2": lambda x: tf.math.atan2(x - 1.0, 0.5 - x),
+    "ADD_N": lambda x: tf.add_n([x, tf.sin(x), tf.cos(x)]),
     "LOG_SOFTMAX": tf.nn.log_softmax,
     "L2_NORMALIZATION": lambda x: tf.math.l2_normalize(x, axis=-1),
     "LOCAL_RESPONSE_NORMALIZATION": lambda x: tf.nn.local_response_normalization(x, depth_radius=1, bias=1.5,

@@ -21,17 +21,19 @@ from ._oracle import assert_matches_reference
 pytestmark = pytest.mark.slow
 
 FAMILY = "tflite_math"
-_UNARY_FLOAT = ("EXP", "LOG", "SQRT", "RSQRT", "ABS", "SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "LEAKY_RELU",
-                "GELU", "LOG_SOFTMAX", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION")
+_UNARY_FLOAT = ("EXP", "LOG", "SQRT", "RSQRT", "ABS", "SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "ATAN2", "ADD_N",
+                "LEAKY_RELU", "GELU", "LOG_SOFTMAX", "L2_NORMALIZATION", "LOCAL_RESPONSE_NORMALIZATION")
 #: model -> {operator: dtype of its output} that the model must contain: the corpus cannot
 #: silently lose an operator, nor have the converter stop quantizing one
 EXPECTED: dict[str, dict[str, str]] = {
-    "unary_float": dict.fromkeys(_UNARY_FLOAT, "float32"),
+    "unary_float": {**dict.fromkeys(_UNARY_FLOAT, "float32"), "BUCKETIZE": "int32"},
     "unary_int8": {
         **dict.fromkeys(("EXP", "LOG", "SQRT", "RSQRT", "ABS", "LEAKY_RELU", "GELU", "LOG_SOFTMAX",
                          "L2_NORMALIZATION"), "int8"),
         # the converter leaves these float between DEQUANTIZE and QUANTIZE
-        **dict.fromkeys(("SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "LOCAL_RESPONSE_NORMALIZATION"), "float32"),
+        **dict.fromkeys(("SQUARE", "NEG", "SIN", "COS", "FLOOR", "SIGN", "ATAN2", "ADD_N",
+                         "LOCAL_RESPONSE_NORMALIZATION"), "float32"),
+        "BUCKETIZE": "int32",
     },
     "unary_int16x8": dict.fromkeys(("EXP", "LOG", "RSQRT", "ABS", "LEAKY_RELU", "GELU"), "int16"),
     "extra_float": {**dict.fromkeys(("ELU", "CEIL", "ROUND"), "float32"), "ABS": "int32", "NEG": "int64",

@@ -1,6 +1,7 @@
 """Unary math and parametric activations: EXP, LOG, SQRT, RSQRT, SQUARE, ABS, NEG, SIN, COS,
-FLOOR, CEIL, ROUND, SIGN, PRELU, LEAKY_RELU, ELU, GELU, LOG_SOFTMAX, L2_NORMALIZATION,
-LOCAL_RESPONSE_NORMALIZATION — float and integer, as LiteRT's reference kernels.
+FLOOR, CEIL, ROUND, SIGN, BUCKETIZE, PRELU, LEAKY_RELU, ELU, GELU, RELU_0_TO_1, LOG_SOFTMAX,
+L2_NORMALIZATION, LOCAL_RESPONSE_NORMALIZATION, and the float math ATAN2 and ADD_N — float
+and integer, as LiteRT's reference kernels.
 
 Quantized, LiteRT computes most of them through tables built once from the quantization
 parameters with float32 arithmetic and the C library's float functions (``expf``, ``logf``,
@@ -18,8 +19,8 @@ The others requantize in fixed point: ABS, LEAKY_RELU and PRELU with one or two
 ``MultiplyByQuantizedMultiplier`` multipliers (positive and negative side), int8 RSQRT and
 L2_NORMALIZATION through gemmlowp's Newton–Raphson inverse square root
 (:func:`_inv_sqrt_multiplier`), SQRT in float32 truncated toward zero.  NEG negates the
-stored integers (no requantization).  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, SIGN,
-LOG_SOFTMAX (float), LOCAL_RESPONSE_NORMALIZATION are float only in LiteRT.
+stored integers (no requantization).  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, ATAN2,
+LOCAL_RESPONSE_NORMALIZATION are float only in LiteRT; SIGN, ADD_N also plain int32.
 O(n) in the elements; tables O(256) or O(513) once per operator.
 """
 
@@ -44,7 +45,7 @@ from .fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
-from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
+from .prepare import MANY, OpCheck, Shape, broadcast_shape, prepare_rule
 
 F32 = np.float32
 FloatFn = Callable[[np.ndarray], np.ndarray]
@@ -227,6 +228,38 @@ def round_(ctx: OpContext) -> list[np.ndarray]:
 def sign(ctx: OpContext) -> list[np.ndarray]:
     """−1, 0 or 1 (NaN stays NaN); float32 and int32."""
     return _float_only(ctx, np.sign, np.sign)
+
+
+@kernel("ATAN2")
+def atan2(ctx: OpContext) -> list[np.ndarray]:
+    """``atan2(y, x)`` element by element (float only; equal shapes, see the prepare check)."""
+    y, x = ctx.x(0), ctx.x(1)
+    dtype = ctx.out_dtype()
+    if dtype.kind != "f":
+        raise ctx.error(f"{dtype} is not implemented (LiteRT computes it in float only)")
+    return [np.arctan2(y, x).astype(dtype)]
+
+
+@kernel("ADD_N")
+def add_n(ctx: OpContext) -> list[np.ndarray]:
+    """The sum of all inputs (same shapes), float32 or int32 (wrapping), as LiteRT's kernel."""
+    dtype = ctx.out_dtype()
+    if dtype not in (np.float32, np.int32):
+        raise ctx.error(f"{dtype} is not implemented (LiteRT sums float32 and int32 only)")
+    total = ctx.x(0).astype(np.int64 if dtype == np.int32 else F32)
+    for i in range(1, len(ctx.arrays)):
+        total = total + ctx.x(i)
+    return [total.astype(dtype)]
+
+
+@kernel("BUCKETIZE")
+def bucketize(ctx: OpContext) -> list[np.ndarray]:
+    """int32 index of the first boundary above each value (``upper_bound``), comparing in
+    float32 (float64 for float64 inputs), as C++ compares the value with a float boundary."""
+    x = ctx.x(0)
+    boundaries = np.asarray(ctx.attr("boundaries", ()) or (), F32)
+    common = np.float64 if x.dtype == np.float64 else F32
+    return [np.searchsorted(boundaries.astype(common), x.astype(common), side="right").astype(np.int32)]
 
 
 @kernel("NEG", int16=True)
@@ -639,6 +672,37 @@ def _same_int16_zero_points(op: OpCheck) -> None:
                 and value.quant.zero_point.size and np.any(value.quant.zero_point != 0):
             raise op.fail(f"int16 {role} {value.name!r} has zero point {int(value.quant.zero_point.reshape(-1)[0])}; "
                           "the 16x8 kernels need 0")
+
+
+@prepare_rule("ATAN2", arity=(2, 2))
+def _atan2(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    op.need(1)
+    y, x = op.shape(0), op.shape(1)
+    if y is not None and x is not None and tuple(y) != tuple(x):
+        raise op.fail(f"inputs of shapes {list(y)} and {list(x)}; LiteRT's kernel reads both element by element, "
+                      "so their shapes must be equal")
+    return [y]
+
+
+@prepare_rule("ADD_N", arity=(2, MANY))
+def _add_n(op: OpCheck) -> list[Shape]:
+    shapes = [op.shape(i) for i in range(len(op.node.inputs))]
+    for i in range(len(shapes)):
+        op.need(i)
+    known = {tuple(s) for s in shapes if s is not None}
+    if len(known) > 1:
+        raise op.fail(f"inputs of shapes {' and '.join(str(list(s)) for s in sorted(known))}; all must be equal")
+    return [shapes[0]]
+
+
+@prepare_rule("BUCKETIZE", arity=(1, 1))
+def _bucketize(op: OpCheck) -> list[Shape]:
+    op.need(0)
+    boundaries = np.asarray(op.attr("boundaries", ()) or (), np.float32)
+    if np.any(np.diff(boundaries) < 0) or np.any(np.isnan(boundaries)):
+        raise op.fail("its boundaries are not sorted, as LiteRT requires")
+    return [op.shape(0)]
 
 
 @prepare_rule("PRELU", arity=(2, 2))
