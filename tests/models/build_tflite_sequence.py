@@ -9,9 +9,9 @@ Models (each ``<model>_<mode>``):
   standard deviation 1.5) -> two UNIDIRECTIONAL_SEQUENCE_LSTM, the second time-major after a
   TRANSPOSE; in int8 the full-integer LSTM (int8 activations, int16 cell state, nonzero
   zero points).  (The converter refuses 16x8 LSTMs.)
-* ``rnn_svdf``: UNIDIRECTIONAL_SEQUENCE_RNN (tanh) on a sequence and SVDF (rank 2, relu) on one
-  frame, which no Keras layer converts to: written with graphwright's TFLite writer, their
-  states as variable tensors.
+* ``recurrent``: what no Keras layer converts to, written with graphwright's TFLite writer (states
+  as variable tensors): UNIDIRECTIONAL_SEQUENCE_RNN (tanh) and BIDIRECTIONAL_SEQUENCE_LSTM
+  (batch-major, two outputs) on a sequence, SVDF (rank 2, relu) on one frame.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 
-BUILDER_VERSION = 3
+BUILDER_VERSION = 4
 
-NAMES = ("lstm_float", "lstm_int8", "rnn_svdf_float")
+NAMES = ("lstm_float", "lstm_int8", "recurrent_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -46,7 +46,7 @@ def _lstm() -> tuple[Any, list[Spec]]:
     return tf_keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
 
 
-def _rnn_svdf(model_path: Path) -> None:
+def _recurrent(model_path: Path) -> None:
     from graphwright.formats import tflite
     from graphwright.ir import Attr, DType, Graph, Model, Node, Tensor, Value
 
@@ -61,27 +61,37 @@ def _rnn_svdf(model_path: Path) -> None:
         value.meta["tflite.is_variable"] = True
         return g.add_state(value)
 
-    def op(kind: str, inputs: list[Value], shape: tuple[int, ...], **attrs: Attr) -> Value:
-        out = Value(kind.lower(), DType.FLOAT32, shape)
-        g.append(Node(kind, inputs, dialect="tflite", name=out.name, attrs=attrs, outputs=[out]))
-        return out
+    def op(kind: str, inputs: list[Value | None], *shapes: tuple[int, ...], **attrs: Attr) -> list[Value]:
+        outs = [Value(f"{kind.lower()}{i or ''}", DType.FLOAT32, shape) for i, shape in enumerate(shapes)]
+        g.append(Node(kind, inputs, dialect="tflite", name=outs[0].name, attrs=attrs, outputs=outs))
+        return outs
 
     units, filters, memory = 5, 6, 4
     x, frame = Value("x", DType.FLOAT32, (BATCH, STEPS, FEATURES)), Value("frame", DType.FLOAT32, (BATCH, FEATURES))
     g.set_inputs([x, frame])
-    rnn = op("UNIDIRECTIONAL_SEQUENCE_RNN", [x, weights("rnn_w", (units, FEATURES)), weights("rnn_r", (units, units)),
+    rnn, = op("UNIDIRECTIONAL_SEQUENCE_RNN", [x, weights("rnn_w", (units, FEATURES)), weights("rnn_r", (units, units)),
              weights("rnn_b", (units,)), state("rnn_h", (BATCH, units))], (BATCH, STEPS, units),
              time_major=Attr.bool(False), fused_activation_function=Attr.int(4), asymmetric_quantize_inputs=Attr.bool(False))
-    svdf = op("SVDF", [frame, weights("svdf_features", (filters, FEATURES)), weights("svdf_times", (filters, memory)),
+    svdf, = op("SVDF", [frame, weights("svdf_features", (filters, FEATURES)), weights("svdf_times", (filters, memory)),
               weights("svdf_b", (filters // 2,)), state("svdf_memory", (BATCH, filters * memory))],
               (BATCH, filters // 2), rank=Attr.int(2), fused_activation_function=Attr.int(1),
               asymmetric_quantize_inputs=Attr.bool(False))
-    g.set_outputs([rnn, svdf])
+    directions: list[Value | None] = []
+    for d in ("fw", "bw"):
+        directions += [*(weights(f"{d}_input_{k}", (units, FEATURES)) for k in range(4)),
+                       *(weights(f"{d}_recurrent_{k}", (units, units)) for k in range(4)), None, None, None,
+                       *(weights(f"{d}_bias_{k}", (units,)) for k in range(4)), None, None]
+    states = [state(f"{d}_{s}", (BATCH, units)) for d in ("fw", "bw") for s in ("h", "c")]
+    forward, backward = op("BIDIRECTIONAL_SEQUENCE_LSTM", [x, *directions, *states, *[None] * 9],
+                           (BATCH, STEPS, units), (BATCH, STEPS, units), fused_activation_function=Attr.int(4),
+                           cell_clip=Attr.float(0.0), proj_clip=Attr.float(0.0), merge_outputs=Attr.bool(False),
+                           time_major=Attr.bool(False), asymmetric_quantize_inputs=Attr.bool(False))
+    g.set_outputs([rnn, svdf, forward, backward])
     model_path.write_bytes(tflite.serialize(Model(g, "tflite")))
 
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
-    if name == "rnn_svdf_float":
-        _rnn_svdf(model_path)
+    if name == "recurrent_float":
+        _recurrent(model_path)
         return info_of("tflite_sequence", name, model_path, reference_path)
     return build_converted("tflite_sequence", name, _lstm, model_path, reference_path)

@@ -20,7 +20,7 @@ from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
-INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "rnn_svdf": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF"}}
+INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"}}
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -77,20 +77,49 @@ def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
     if x.dtype != np.float32 or weights.dtype != np.float32:
         raise ctx.error(f"{x.dtype} input with {weights.dtype} weights is not implemented (float32, or int8 "
                         "with an int16 cell state)")
-    if not bool(ctx.attr("time_major", False)):
-        x = x.transpose(1, 0, 2)  # [time, batch, input]
-    h, c = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
-    present = [ctx.has(_W_INPUT + g) for g in range(4)]
-    cifg = not present[0]
-    w_in = [ctx.x(_W_INPUT + g).T if present[g] else None for g in range(4)]
-    w_rec = [ctx.x(_W_RECURRENT + g).T if ctx.has(_W_RECURRENT + g) else None for g in range(4)]
-    bias = [ctx.x(_BIAS + g) if ctx.has(_BIAS + g) else None for g in range(4)]
-    norm = [ctx.x(_LAYER_NORM + g) if ctx.has(_LAYER_NORM + g) else None for g in range(4)]
-    peephole = {g: ctx.x(_PEEPHOLE + i) for i, g in enumerate((0, 1, 3)) if ctx.has(_PEEPHOLE + i)}
-    projection = ctx.x(_PROJECTION).T if ctx.has(_PROJECTION) else None
-    projection_bias = ctx.x(_PROJECTION_BIAS) if ctx.has(_PROJECTION_BIAS) else None
+    time_major = bool(ctx.attr("time_major", False))
+    y = _float_lstm(ctx, x if time_major else x.transpose(1, 0, 2), _UNIDIRECTIONAL)
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
+
+
+class _Layout(NamedTuple):
+    """Where one direction's operands are among an LSTM operator's inputs (None: it has none)."""
+
+    w_input: int
+    w_recurrent: int
+    peephole: int
+    bias: int
+    projection: int
+    projection_bias: int
+    output_state: int
+    cell_state: int
+    layer_norm: int | None
+
+
+_UNIDIRECTIONAL = _Layout(_W_INPUT, _W_RECURRENT, _PEEPHOLE, _BIAS, _PROJECTION, _PROJECTION_BIAS, _OUTPUT_STATE,
+                          _CELL_STATE, _LAYER_NORM)
+#: BIDIRECTIONAL_SEQUENCE_LSTM: forward operands at 1–17, backward at 18–34, states at 35–38
+_FORWARD = _Layout(1, 5, 9, 12, 16, 17, 35, 36, None)
+_BACKWARD = _Layout(18, 22, 26, 29, 33, 34, 37, 38, None)
+
+
+def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
+    """One float LSTM over the time-major sequence ``x`` (LiteRT's LstmStepWithAuxInput per
+    step), its weights where ``at`` says; the state tensors are updated in place."""
+    h, c = ctx.x(at.output_state), ctx.x(at.cell_state)
+
+    def optional(i: int | None) -> np.ndarray | None:
+        return ctx.x(i) if i is not None and ctx.has(i) else None
+
+    cifg = not ctx.has(at.w_input)
+    w_in = [None if cifg and g == 0 else ctx.x(at.w_input + g).T for g in range(4)]
+    w_rec = [None if cifg and g == 0 else ctx.x(at.w_recurrent + g).T for g in range(4)]
+    bias = [optional(at.bias + g) for g in range(4)]
+    norm = [optional(None if at.layer_norm is None else at.layer_norm + g) for g in range(4)]
+    peephole = {g: ctx.x(at.peephole + i) for i, g in enumerate((0, 1, 3)) if ctx.has(at.peephole + i)}
+    projection, projection_bias = optional(at.projection), optional(at.projection_bias)
     cell_clip, proj_clip = float(ctx.attr("cell_clip", 0.0) or 0.0), float(ctx.attr("proj_clip", 0.0) or 0.0)
-    state_h, state_c = h.reshape(h.shape[0], -1), c.reshape(c.shape[0], -1)
+    state_h, state_c = h.reshape(x.shape[1], -1), c.reshape(x.shape[1], -1)
     outputs = []
 
     def gate(g: int, step: np.ndarray, cell: np.ndarray) -> np.ndarray:
@@ -111,7 +140,7 @@ def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
             cell = np.clip(cell, -cell_clip, cell_clip)
         out = _sigmoid(gate(3, step, cell)) * _activation(ctx, cell)
         if projection is not None:
-            out = out @ projection
+            out = out @ projection.T
             if projection_bias is not None:
                 out = out + projection_bias
             if proj_clip > 0:
@@ -120,8 +149,26 @@ def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
         outputs.append(state_h)
     c[...] = state_c.reshape(c.shape)  # the variable tensors keep the last state, as LiteRT's
     h[...] = state_h.reshape(h.shape)
-    y = np.stack(outputs)
-    return [y if ctx.attr("time_major", False) else np.ascontiguousarray(y.transpose(1, 0, 2))]
+    return np.stack(outputs)
+
+
+@kernel("BIDIRECTIONAL_SEQUENCE_LSTM")
+def _bidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's float kernel: a forward LSTM over the sequence and a backward one over it
+    reversed (its outputs put back in sequence order), concatenated along the features with
+    ``merge_outputs``, else two outputs.  Auxiliary inputs (39–47) are refused."""
+    x = ctx.x(_INPUT)
+    if x.dtype != np.float32 or ctx.x(_FORWARD.w_input + 1).dtype != np.float32:
+        raise ctx.error("only float32 is implemented")
+    if any(ctx.has(i) for i in range(39, 48)):
+        raise ctx.error("auxiliary inputs are not implemented")
+    time_major = bool(ctx.attr("time_major", True))
+    x = x if time_major else x.transpose(1, 0, 2)
+    forward = _float_lstm(ctx, x, _FORWARD)
+    backward = _float_lstm(ctx, x[::-1], _BACKWARD)[::-1]
+    outputs = [np.concatenate([forward, backward], axis=-1)] if ctx.attr("merge_outputs", False) \
+        else [forward, backward]
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2)) for y in outputs]
 
 
 @prepare_rule("UNIDIRECTIONAL_SEQUENCE_LSTM", arity=(24, 24))
@@ -160,6 +207,32 @@ def _lstm_shapes(op: OpCheck) -> list[Shape]:
     return [(steps, batch, units) if time_major else (batch, steps, units)]
 
 
+
+
+@prepare_rule("BIDIRECTIONAL_SEQUENCE_LSTM")  # one output, or two without merge_outputs
+def _bidirectional_shapes(op: OpCheck) -> list[Shape]:
+    outputs = 1 if op.attr("merge_outputs", False) else 2
+    if (len(op.node.inputs), len(op.node.outputs)) != (48, outputs):
+        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 48 and "
+                      f"{outputs} are expected")
+    op.need(_INPUT, "input")
+    x = op.rank(_INPUT, 3)
+    shapes: list[Shape] = []
+    for name, at in (("forward", _FORWARD), ("backward", _BACKWARD)):
+        for i in (at.w_input + 1, at.w_recurrent + 1, at.output_state, at.cell_state):
+            op.need(i, f"{name} weights and states")
+        w, r = op.rank(at.w_input + 1, 2), op.rank(at.w_recurrent + 1, 2)
+        if x is None or w is None or r is None:
+            return [None] * len(op.node.outputs)
+        if w[1] != x[2] or r[0] != w[0]:
+            raise op.fail(f"{name} weights {list(w)} and {list(r)} do not fit input {list(x)}")
+        shapes.append((x[0], x[1], r[1]))
+    cells = [op.shape(at.w_input + 1)[0] for at in (_FORWARD, _BACKWARD)]  # type: ignore[index]
+    if cells[0] != cells[1]:
+        raise op.fail(f"its forward LSTM has {cells[0]} cells, its backward one {cells[1]}: LiteRT needs as many")
+    if op.attr("merge_outputs", False):
+        return [(*shapes[0][:2], shapes[0][2] + shapes[1][2])]  # type: ignore[index]
+    return shapes
 
 # -- UNIDIRECTIONAL_SEQUENCE_RNN, SVDF (float32) ------------------------------------------------------
 
