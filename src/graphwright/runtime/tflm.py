@@ -140,7 +140,7 @@ class TFLMSession(Session):
             raise VerificationError(f"{self._label}: no tensor named {unknown[0]!r}")
         interp = self._interp
         for position, spec in enumerate(self.inputs):
-            interp.set_input(np.ascontiguousarray(feeds[spec.name]), position)
+            interp.set_input(np.asarray(feeds[spec.name], order="C"), position)  # 0-d stays 0-d
         printed, _, error = _attempt(interp.invoke)
         if error is not None:
             raise VerificationError(f"tflm failed running {self._label}: {_first_lines(printed) or error}")
