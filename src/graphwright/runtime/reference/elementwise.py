@@ -1,5 +1,5 @@
 """Element-wise operators: ADD, SUB, MUL, RELU*, LOGISTIC, TANH, HARD_SWISH,
-SOFTMAX, QUANTIZE, DEQUANTIZE — float and integer, as TFLite's reference kernels.
+SOFTMAX, QUANTIZE, DEQUANTIZE — float, 8-bit and 16x8, as TFLite's reference kernels.
 
 ADD/SUB (8-bit): with ``t = 2·max(s1, s2)`` and a left shift of 20 bits::
 
@@ -21,6 +21,18 @@ pairs, built once per operator by the same code (:func:`_by_table`; operators of
 fewer than 256 elements compute their first run directly and build it only if
 they run again); unary 8-bit operators likewise through a 256-entry table
 (:func:`_by_byte_table`).  With the compiled loops (:mod:`.jit`) each lookup is one pass.
+16x8 (int16 activations, zero points 0), as LiteRT's int16 kernels:
+
+* ADD/SUB: the 8-bit formula with a left shift of 15; or, with ``pot_scale_int16`` (the
+  schema's default) and every scale a power of two, ``clamp(RDBPOT(x1, −s1) ± RDBPOT(x2, −s2))``
+  with ``s_i = log2(s_i) − log2(s_out)`` (one of them 0, the other ≤ 0);
+* MUL: the 8-bit formula; int16 x int16 -> 8-bit: the Q0.15 product, ``RDBPOT(·, 8) + zp_out``;
+* LOGISTIC/TANH: the input rescaled to 1/(3·4096), a 256-entry sigmoid table interpolated on
+  the low 9 (TANH: 8) bits, output Q0.15 (see :func:`_sigmoid_tanh_int16`);
+* SOFTMAX: 513-entry LUTs of exp on [−10, 0] and of 1/(1+x) on [0, 1], built in double
+  (:func:`_lut16_double`), interpolated on the low 7 bits (:func:`_softmax_int16`);
+* RELU/RELU6 and QUANTIZE: the 8-bit formulas on int16.
+
 All O(n) in the elements (SOFTMAX: O(n) per row plus a 256-entry table).
 """
 
