@@ -12,6 +12,7 @@ import pytest
 
 import graphwright as gw
 from graphwright.errors import VerificationError
+from graphwright.ir import QuantParams
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
@@ -118,3 +119,23 @@ def test_negative_input_refused_as_litert_does(op: str, tmp_path: Path) -> None:
         assert "\n" not in str(caught.value)
     with pytest.raises(VerificationError):
         execute(path, negative, Job(backend="litert-ref"))
+
+
+@pytest.mark.parametrize(("name", "op", "quant", "message"), [
+    ("unary_int16x8", "EXP", (None, 5), r"operator EXP .*zero point 5; LiteRT's 16x8 kernel requires 0"),
+    ("unary_int8", "L2_NORMALIZATION", (0.01, 0), r"operator L2_NORMALIZATION .*requires 0.0078125 and 0"),
+    ("unary_int8", "LOG_SOFTMAX", (0.0625, 0), r"operator LOG_SOFTMAX .*requires 0.0625 and 127"),
+])
+def test_output_quantization_the_kernel_cannot_take_refused(name: str, op: str, quant: tuple[float | None, int],
+                                                              message: str, tmp_path: Path) -> None:
+    """An output quantized otherwise than LiteRT's kernel requires: one line when the interpreter is built."""
+    model = gw.load(get_model(FAMILY, name).path)
+    out = next(n for n in model.graph if n.op == op).outputs[0]
+    assert out.quant is not None
+    scale = out.quant.scale if quant[0] is None else np.array([quant[0]], np.float32)
+    out.quant = QuantParams(scale, np.array([quant[1]], np.int64))
+    path = tmp_path / "edited.tflite"
+    gw.save(model, path)
+    with pytest.raises(VerificationError, match=message) as caught:
+        Interpreter(path)
+    assert "\n" not in str(caught.value)
