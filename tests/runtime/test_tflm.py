@@ -291,3 +291,11 @@ def test_without_tflite_micro_the_error_says_what_to_install(monkeypatch: pytest
     with pytest.raises(BackendUnavailableError, match=r"^the tflm backend needs tflite-micro: "
                                                       r"pip install graphwright\[tflm\]$"):
         get_backend("tflm").prepare(ModelSource("tflite", data=_one_op_model("ABS")), {})
+
+
+@needs_tflm
+@pytest.mark.parametrize("options", [{"arena_size": 1000}, {"max_arena_size": "1M"}, {"arena_size": True},
+                                     {"threads": 2}])
+def test_bad_options_are_refused_before_tflm_runs(options: dict[str, object]) -> None:
+    with pytest.raises(VerificationError, match=r"tflm|backend 'tflm' has no option"):
+        prepare(ModelSource("tflite", data=_one_op_model("ABS")), backend="tflm", options=options)

@@ -56,8 +56,6 @@ _MISSING_BUILTIN = re.compile(r"Didn't find op for builtin opcode '([^']+)'")
 _OUT_OF_RANGE = re.compile(r"builtin_code out of range: (\d+)")
 _MISSING_CUSTOM = "Failed to get registration from op code CUSTOM"
 _OUT_OF_ARENA = ("Failed to allocate", "Failed to resize buffer", "missing:")
-
-
 _NO_OPERATOR = re.compile(r"TFLM has no (?:custom )?operator (\S+)")
 
 
@@ -110,9 +108,9 @@ class TFLMSession(Session):
                 self._tensor_index.setdefault(value.name, int(index))
             if value.dtype in (DType.RESOURCE, DType.VARIANT):
                 self._handles.add(value.name)
-        fixed = options.get("arena_size")
-        limit = int(options.get("max_arena_size", DEFAULT_MAX_ARENA))
-        size = int(fixed) if fixed is not None else min(arena_estimate(model), limit)
+        fixed = _arena_option(options, "arena_size", None)
+        limit = _arena_option(options, "max_arena_size", DEFAULT_MAX_ARENA)
+        size = fixed if fixed is not None else min(arena_estimate(model), limit)
         while True:
             printed, interp, error = _attempt(lambda arena=size: runtime.Interpreter.from_bytes(
                 source.data, arena_size=arena, intrepreter_config=runtime.InterpreterConfig.kPreserveAllTensors))
@@ -148,10 +146,21 @@ class TFLMSession(Session):
                 for n in names if n not in self._handles}
 
 
+def _arena_option(options: Mapping[str, Any], name: str, default: int | None) -> int | None:
+    """An arena size option: whole bytes, at least :data:`ARENA_FLOOR` (TFLM crashes below)."""
+    value = options.get(name, default)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < ARENA_FLOOR:
+        raise VerificationError(f"tflm option {name} must be a whole number of bytes >= {ARENA_FLOOR}, not {value!r}")
+    return value
+
+
 def _attempt(call: Callable[[], Any]) -> tuple[str, Any, RuntimeError | None]:
     """``call()`` with what TFLM prints captured: (printed text, result, the RuntimeError raised).
 
-    TFLM's C++ code prints to file descriptor 2, which is redirected to a temporary file meanwhile."""
+    TFLM's C++ code prints to file descriptor 2, which is redirected to a temporary file meanwhile
+    (what other threads write to stderr during the call lands there too)."""
     sys.stderr.flush()
     with tempfile.TemporaryFile() as capture:
         saved = os.dup(2)
@@ -264,7 +273,7 @@ def arena_estimate(model: Model) -> int:
             if value.is_initializer:
                 total += 8 * (len(value.quant.scale) if value.quant is not None else 0)
             else:
-                total += 2 * (_nbytes(value) + 15 & ~15)
+                total += 2 * ((_nbytes(value) + 15) & ~15)
         total += _PER_ENTRY * len(graph)
     return total
 
