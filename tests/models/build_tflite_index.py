@@ -28,7 +28,8 @@ Models (``<model>_<mode>``):
   tensor and per row; uint8 rows; int64 rows), RANK, ZEROS_LIKE on float32, int32 and int64, and
   int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model),
   bool GATHER, GATHER_ND, REVERSE_V2, SLICE, UNPACK, SCATTER_ND (repeated indices or), int32
-  MIRROR_PAD, SPLIT_V, and WHERE on float32; in
+  MIRROR_PAD, SPLIT_V, WHERE on float32, and uint8 GATHER, SLICE (int64 begin and size),
+  MIRROR_PAD and CONCATENATION (requantizing an input of another scale); in
   both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
   axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
   SPLIT, PADV2 (an int16 value), TILE, CONCATENATION of an input of another scale (copied, as
@@ -49,7 +50,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 10
+BUILDER_VERSION = 11
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -68,7 +69,7 @@ EXPECTED_OPS = {
     "index_int16x8": (*_INDEX, *_LAYOUT),
     "direct_float": ("EMBEDDING_LOOKUP", "RANK", "ZEROS_LIKE", "SQUEEZE", "EXPAND_DIMS", "DEPTH_TO_SPACE", "TILE",
                      "UNPACK", "GATHER", "GATHER_ND", "REVERSE_V2", "SLICE", "SCATTER_ND", "WHERE", "MIRROR_PAD",
-                     "SPLIT_V"),
+                     "SPLIT_V", "CONCATENATION"),
     "direct_int16x8": ("REVERSE_SEQUENCE", "EMBEDDING_LOOKUP", "GATHER", "UNPACK", "SPLIT", "PADV2", "SQUEEZE",
                        "EXPAND_DIMS", "TILE", "CONCATENATION"),
 }
@@ -250,6 +251,23 @@ def _bools_and_ints(m: _Flat, ids: int) -> None:
          _options(fb.SplitVOptionsT, numSplits=2))
 
 
+def _legacy_uint8(m: _Flat) -> None:
+    """uint8 (legacy quantization) through GATHER, SLICE, MIRROR_PAD, and CONCATENATION, which
+    requantizes a uint8 input of another scale (LiteRT's ConcatenationWithScaling)."""
+    B, opts, tensor = fb.BuiltinOperator, fb.BuiltinOptions, m.tensor
+    q = {"scale": [0.02], "zero_point": [128]}
+    a = m.input(Spec((2, 3, 4), "uint8", 0, 256), "legacy", **q)
+    b = m.input(Spec((2, 3, 4), "uint8", 0, 256), "legacy_wide", scale=[0.05], zero_point=[100])
+    m.op(B.GATHER, [a, tensor("u8_pick", (3,), np.int32, np.asarray([2, 2, 0]))],
+         [tensor("gather_u8", (2, 3, 4), np.uint8, **q)], opts.GatherOptions, _options(fb.GatherOptionsT, axis=1))
+    m.op(B.SLICE, [a, tensor("u8_begin", (3,), np.int64, np.asarray([1, 0, 1])),
+                   tensor("u8_size", (3,), np.int64, np.asarray([1, -1, 3]))], [tensor("slice_u8", (1, 3, 3), np.uint8, **q)])
+    m.op(B.MIRROR_PAD, [a, tensor("u8_pads", (3, 2), np.int64, np.asarray([[0, 1], [2, 2], [3, 0]]))],
+         [tensor("mirror_u8", (3, 7, 7), np.uint8, **q)], opts.MirrorPadOptions, _options(fb.MirrorPadOptionsT, mode=0))
+    m.op(B.CONCATENATION, [a, b], [tensor("concat_u8", (2, 3, 8), np.uint8, **q)], opts.ConcatenationOptions,
+         _options(fb.ConcatenationOptionsT, axis=2))
+
+
 def _direct_float(path: Path) -> list[Spec]:
     m, B = _Flat(), fb.BuiltinOperator
     rng = np.random.default_rng(0)
@@ -282,6 +300,7 @@ def _direct_float(path: Path) -> list[Spec]:
     m.op(fb.BuiltinOperator.UNPACK, [image], [m.tensor(f"unpack{i}", (2, 2, 8), np.int8, **q8) for i in range(3)],
          fb.BuiltinOptions.UnpackOptions, _options(fb.UnpackOptionsT, num=3, axis=-2))
     _bools_and_ints(m, ids)
+    _legacy_uint8(m)
     # on the float input: never all zero, so never an empty output, which LiteRT's Python API cannot read
     m.op(fb.BuiltinOperator.WHERE, [x], [m.tensor("where_f", (0, 3), np.int64)])
     m.write(path)
