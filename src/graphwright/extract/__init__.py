@@ -56,6 +56,10 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
                 np.save(tmp / entry.file, np.asarray(tensor.numpy()), allow_pickle=False)
                 if entry.sparsity is not None:
                     np.save(tmp / entry.sparsity["values_file"], stored_values(tensor), allow_pickle=False)
+            for layer in manifest.layers:
+                for key, value in layer.params.items():
+                    if isinstance(value, np.ndarray):
+                        np.save(tmp / layer.array_file(key), value, allow_pickle=False)
         else:
             guard = re.sub(r"[^A-Za-z0-9]+", "_", target.name).upper().strip("_") + "_MODEL_DATA_H"
             (tmp / "model_data.h").write_text(render_header(manifest, entries, guard or "MODEL_DATA_H"))
@@ -64,6 +68,10 @@ def extract(model: Model | str | os.PathLike[str], outdir: str | os.PathLike[str
                 c["file"] = None
                 if "sparsity" in c:
                     c["sparsity"]["values_file"] = None
+            for layer_doc in doc["layers"]:  # type: ignore[union-attr]
+                for value in layer_doc.values():
+                    if isinstance(value, dict) and "file" in value:
+                        value["file"] = None
         doc["format"] = format
         (tmp / "manifest.json").write_text(json.dumps(doc, indent=1))
         if target.exists():

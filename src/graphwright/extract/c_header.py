@@ -93,6 +93,9 @@ def _param(ident: str, value: object) -> list[str]:
         return [f"#define {ident.upper()} ({_double(value)})"]
     if isinstance(value, str):
         return [f'#define {ident.upper()} "{value}"']
+    if isinstance(value, np.ndarray):  # a table of the tensor's type
+        c_type = _C_TYPES[str(value.dtype)]
+        return _array(c_type, ident, list(_values(value, c_type)))
     values = list(value)  # type: ignore[call-overload]
     if any(isinstance(v, float) for v in values):
         return _array("double", ident, [_double(float(v)) for v in values])

@@ -40,9 +40,12 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   from float: ``y = clamp(round_half_away(x / scale) + zp_out)``.  DEQUANTIZE:
   ``scale·(x − zp_in)``.
 * LOGISTIC / TANH / HARD_SWISH / RELU* / QUANTIZE / LEAKY_RELU and the element-wise math of
-  :data:`TABULATED` on 8-bit inputs: ``table``, the 256 outputs for the inputs ``-128..127``
-  (int8) or ``0..255`` (uint8), computed by the interpreter's kernel itself —
-  ``y = table[x − type_min]``; HARD_SWISH also gives its fixed-point
+  :data:`TABULATED`: ``table``, the outputs for every input value — 256 for 8-bit inputs
+  (``-128..127`` or ``0..255``, inline), 65536 for int16 ones (``-32768..32767``, in their own
+  ``.npy`` file) — computed by the interpreter's kernel itself: ``y = table[x − table_first_input]``
+  (the type's minimum, or the zero point for RSQRT/SQRT/LOG, which LiteRT defines on x ≥ zp only).
+  int16 LOGISTIC/TANH also give ``input_multiplier``/``input_right_shift``, which bring the
+  input to the scale of LiteRT's interpolated sigmoid table (``sigmoid_table_uint16``); HARD_SWISH also gives its fixed-point
   multipliers (int16 ``output_multiplier_fixedpoint_int16`` / ``reluish_multiplier_fixedpoint_int16``
   and their exponents) as LiteRT's Prepare derives them.
 * SOFTMAX (8-bit): the integer-only kernel of LiteRT's ``BUILTIN_REF`` and TFLite Micro
@@ -59,8 +62,8 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``alpha_multiplier``/``alpha_shift`` (``α·s_in/s_out``) below; PRELU: ``identity_*`` and
   ``alpha_*`` (``s_in·s_α/s_out``), ``y = clamp(MBQM((x − zp_in)·(α − zp_α), …) + zp_out)``.
 
-Not covered yet: int16 LOGISTIC/TANH/SOFTMAX (LiteRT's fixed tables and LUTs; the
-interpreter has no int16 kernels for them yet) and the LUTs of int16 element-wise math.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
+Not covered yet: int16 SOFTMAX (its exp and 1/(1+x) LUTs), LiteRT's 513-entry LUTs of int16
+element-wise math (given as full tables instead), quantized LSTM and LOG_SOFTMAX.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 O(operators), plus 256 kernel evaluations per table.
 """
@@ -113,7 +116,10 @@ def layer_params(node: Node) -> Params | None:
         return None
     if _integer(node.outputs[0]) is None and _integer(node.inputs[0]) is None:
         return None
-    return build(node)
+    params = build(node)
+    if params is not None and params.get("table") is not None:
+        params["table_first_input"] = table_first_input(node)
+    return params
 
 
 def _integer(value: Value | None) -> Quant | None:
@@ -152,19 +158,36 @@ def _quants(node: Node, *inputs: int) -> list[Quant] | None:
     return None if any(q is None for q in found) else found  # type: ignore[return-value]
 
 
-def _table(node: Node) -> list[int] | None:
-    """An 8-bit element-wise operator's outputs for all 256 inputs, computed by the
-    interpreter's own kernel (None for other inputs, or where the kernel refuses)."""
+def _table(node: Node) -> list[int] | np.ndarray | None:
+    """An element-wise operator's outputs for every input value from ``table_first_input(node)``
+    on, computed by the interpreter's own kernel: 256 (8-bit inputs, a list) or up to 65536
+    (int16, an array written to its own file); None for other inputs, or where the kernel refuses."""
     x, kernel = node.inputs[0], KERNELS.get(node.op)
-    if x is None or x.dtype is None or x.dtype.value not in ("int8", "uint8") or kernel is None:
+    if x is None or x.dtype is None or x.dtype.value not in INTEGER_TYPES or kernel is None:
         return None
     dtype = _dtype(x)
-    inputs = np.arange(np.iinfo(dtype).min, np.iinfo(dtype).max + 1).astype(dtype)
+    inputs = np.arange(table_first_input(node), np.iinfo(dtype).max + 1).astype(dtype)
     try:
         (out, *_) = kernel(OpContext(node, [inputs, *(None for _ in node.inputs[1:])], "double", {}, False))
     except VerificationError:
         return None
-    return [int(v) for v in np.asarray(out).reshape(-1)]
+    out = np.asarray(out).reshape(-1)
+    return out.copy() if dtype == np.int16 else [int(v) for v in out]
+
+
+def table_first_input(node: Node) -> int:
+    """The input value of ``table[0]``: the type's minimum, or the zero point for the operators
+    LiteRT defines on non-negative values only (RSQRT, SQRT, LOG)."""
+    x = node.inputs[0]
+    assert x is not None
+    q = quant_of(x)
+    if node.op in _NON_NEGATIVE and q is not None:
+        return q.zp
+    return int(np.iinfo(_dtype(x)).min)
+
+
+#: operators whose kernels refuse inputs below the zero point
+_NON_NEGATIVE = frozenset({"RSQRT", "SQRT", "LOG"})
 
 
 # -- convolutions ------------------------------------------------------------------------------------
@@ -443,8 +466,27 @@ def _lookup(node: Node) -> Params | None:
     if table is None:
         return None
     q_in, q_out = qs
-    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
-            "table": table}
+    params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, **_clamp(node, _dtype(node.outputs[0])),
+              "table": table}
+    if node.op in ("LOGISTIC", "TANH") and _dtype(node.inputs[0]) == np.int16:  # type: ignore[arg-type]
+        params["input_multiplier"], params["input_right_shift"] = _sigmoid_input_rescale(q_in.s, node.op == "TANH")
+    return params
+
+
+def _sigmoid_input_rescale(s_in: float, tanh: bool) -> tuple[int, int]:
+    """LiteRT's int16 LOGISTIC/TANH Prepare (the interpreter's elementwise.py has the same inline):
+    ``(x·multiplier + round) >> right_shift`` brings the input to the scale 1/(3·4096) of its
+    interpolated sigmoid table — ``3·2^k`` unshifted for a power-of-two scale whose
+    ``k = 12 + log2(s_in)`` is 0 (or 1 for TANH), else ``s_in·3·4096`` doubled until it
+    exceeds 32767/2, truncated, with as many right shifts."""
+    log2 = _log2_if_pot(s_in)
+    if log2 is not None and 12 + log2 in ((0, 1) if tanh else (0,)):
+        return 3 << (12 + log2), 0
+    multiplier, shift = _f64(s_in) * 4096.0 * 3.0, 0
+    while multiplier <= 32767.0 / 2.0 and shift <= 30:
+        shift += 1
+        multiplier *= 2.0
+    return int(multiplier), shift
 
 
 @_layer("HARD_SWISH")

@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphwrightError
 from ..formats.tflite.sparsity import sparse_form, stored_values
 from ..ir import Graph, Model, Node, Tensor, Value, constant_value, constant_values
@@ -109,7 +111,9 @@ class ConstantEntry:
 
 @dataclass(slots=True)
 class LayerParams:
-    """The integer parameters of one quantized layer (``params``: see :mod:`.layers`)."""
+    """The integer parameters of one quantized layer (``params``: see :mod:`.layers`); large
+    arrays (the 65536-entry tables of int16 operators) are NumPy arrays, written to their own
+    ``.npy`` files (:meth:`array_file`) and named in the JSON by ``{"file": ...}``."""
 
     operator_index: int
     op: str
@@ -117,9 +121,14 @@ class LayerParams:
     ident: str
     params: dict[str, Any]
 
+    def array_file(self, key: str) -> str:
+        return f"layer{self.operator_index:04d}_{key}.npy"
+
     def to_json(self) -> dict[str, Any]:
+        params = {k: {"file": self.array_file(k), "dtype": str(v.dtype), "shape": list(v.shape)}
+                  if isinstance(v, np.ndarray) else v for k, v in self.params.items()}
         return {"operator_index": self.operator_index, "op": self.op, "name": self.name, "c_name": self.ident,
-                **self.params}
+                **params}
 
 
 @dataclass(slots=True)
