@@ -18,8 +18,10 @@ same bit for bit:
 The others requantize in fixed point: ABS, LEAKY_RELU and PRELU with one or two
 ``MultiplyByQuantizedMultiplier`` multipliers (positive and negative side), int8 RSQRT and
 L2_NORMALIZATION through gemmlowp's Newton–Raphson inverse square root
-(:func:`_inv_sqrt_multiplier`), SQRT in float32 truncated toward zero.  NEG negates the
-stored integers (no requantization).  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, ATAN2,
+(:func:`_inv_sqrt_multiplier`), 8-bit LOG_SOFTMAX through gemmlowp's ``exp`` and ``log``
+(:func:`_log_softmax_q`), SQRT in float32 truncated toward zero.  NEG negates the stored
+integers (no requantization).  uint8 where LiteRT has it: PRELU, LEAKY_RELU, GELU,
+RELU_0_TO_1, L2_NORMALIZATION, LOG_SOFTMAX.  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, ATAN2,
 LOCAL_RESPONSE_NORMALIZATION are float only in LiteRT; SIGN, ADD_N also plain int32.
 O(n) in the elements; tables O(256) or O(513) once per operator.
 """
