@@ -169,8 +169,8 @@ def _table(node: Node) -> list[int] | np.ndarray | None:
     inputs = np.arange(table_first_input(node), np.iinfo(dtype).max + 1).astype(dtype)
     try:
         (out, *_) = kernel(OpContext(node, [inputs, *(None for _ in node.inputs[1:])], "double", {}, False))
-    except VerificationError:
-        return None
+    except (VerificationError, ArithmeticError, ValueError, IndexError, TypeError):
+        return None  # the kernel refuses these inputs, or this node: no table
     out = np.asarray(out).reshape(-1)
     return out.copy() if dtype == np.int16 else [int(v) for v in out]
 
