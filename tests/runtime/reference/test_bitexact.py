@@ -155,3 +155,27 @@ def test_reference_backend_through_the_runtime_interface() -> None:
         np.testing.assert_array_equal(mine[key], theirs[key])
     single = run(info.path, feeds, backend="reference", options={"rounding": "single"})
     assert list(single) == list(mine)
+
+
+@pytest.mark.parametrize(("family", "name"), FLOAT_MODELS, ids=[n for _, n in FLOAT_MODELS])
+def test_float_models_with_infinities_as_litert_reference_kernels(family: str, name: str) -> None:
+    """Infinite inputs: fused activations clamp to ±FLT_MAX (an operator with no activation
+    included), as LiteRT's float kernels do, so infinities do not travel where LiteRT's do not."""
+    info = model(family, name)
+    interp = Interpreter(info.path)
+    names = [v.name for node in interp.graph for v in node.outputs]
+    feeds = random_feeds(info.inputs, info.input_dtypes, 0)
+    for key, value in feeds.items():
+        value.reshape(-1)[::3] = np.inf
+        value.reshape(-1)[1::5] = -np.inf
+        feeds[key] = value * np.float32(1e30)
+    mine = interp.trace(feeds)
+    with prepare(info.path, backend="litert-ref") as session:
+        theirs = session.run(feeds, names)
+    for key in names:
+        a, b = mine[key], theirs[key]
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=key)
+        np.testing.assert_array_equal(np.isinf(a), np.isinf(b), err_msg=key)
+        finite = np.isfinite(b)
+        np.testing.assert_allclose(a[finite], b[finite], rtol=1e-5, atol=1e-5 * float(np.abs(b[finite]).max(initial=1)),
+                                   err_msg=key)

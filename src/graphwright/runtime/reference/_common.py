@@ -3,7 +3,6 @@ parameters, fused-activation ranges and TFLite's padding rule."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -151,8 +150,9 @@ def activation_range(ctx: OpContext, act: int, dtype: np.dtype) -> tuple[float, 
     Quantized: ``zp + round(f / scale)`` in float32 for f in {0, 6, ±1}, intersected
     with the type's range (TFLite's CalculateActivationRangeQuantized).
     """
-    if dtype.kind == "f":
-        bounds = {ACT_NONE: (-math.inf, math.inf), ACT_RELU: (0.0, math.inf),
+    if dtype.kind == "f":  # LiteRT's float range: no activation still clamps to +-FLT_MAX (inf included)
+        top = float(np.finfo(np.float32).max)
+        bounds = {ACT_NONE: (-top, top), ACT_RELU: (0.0, top),
                   ACT_RELU_N1_TO_1: (-1.0, 1.0), ACT_RELU6: (0.0, 6.0)}
         if act not in bounds:
             raise ctx.error(f"fused activation {act} is not implemented")

@@ -104,8 +104,9 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
     axes = sorted({a % x.ndim for a in ints(ctx.x(1))}) if x.ndim else []
     keep = bool(ctx.attr("keep_dims", False))
     dtype = ctx.out_dtype()
-    if x.dtype.kind == "f":
-        return [np.mean(x.astype(np.float64), axis=tuple(axes), keepdims=keep).astype(dtype)]
+    if x.dtype.kind == "f":  # float32 sum, then one division, as LiteRT (a sum past FLT_MAX is inf there too)
+        n_f = np.float32(np.prod([x.shape[a] for a in axes])) if axes else np.float32(1)
+        return [(np.sum(x, axis=tuple(axes), keepdims=keep, dtype=np.float32) / n_f).astype(dtype)]
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     total = _sums(ctx, x, axes, keep)
     key = ("mean", n, dtype)
