@@ -100,6 +100,23 @@ def _gelu_erfc(v: np.ndarray) -> np.ndarray:
     return ((F32(0.5) * v).astype(F32) * _libm("erfcf")((v * F32(-math.sqrt(0.5))).astype(F32))).astype(F32)
 
 
+#: coefficients of the erfc approximation of :func:`_erfc`, highest power of ``t`` first
+_ERFC_POLY = (0.17087277, -0.82215223, 1.48851587, -1.13520398, 0.27886807, -0.18628806, 0.09678418,
+              0.37409196, 1.00002368, -1.26551223)
+
+
+def _erfc(v: np.ndarray) -> np.ndarray:
+    """erfc in float64, vectorised (Chebyshev fit, relative error below 1.2e-7 everywhere):
+    ``t = 1/(1 + |x|/2)``, ``erfc(|x|) = t·exp(−x² + P(t))``, ``erfc(−x) = 2 − erfc(x)``."""
+    z = np.abs(v)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = np.zeros_like(t)
+    for c in _ERFC_POLY:
+        poly = poly * t + c
+    tail = t * np.exp(-z * z + poly)
+    return np.where(v >= 0, tail, 2.0 - tail)
+
+
 # -- LiteRT's lookup tables ---------------------------------------------------------------------------
 
 def _lut8(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int, dtype: np.dtype) -> FloatFn:
@@ -336,7 +353,7 @@ def gelu(ctx: OpContext) -> list[np.ndarray]:
         if approximate:
             y = 0.5 * v * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v**3)))
         else:
-            y = 0.5 * v * np.vectorize(math.erfc, otypes=[np.float64])(-v * math.sqrt(0.5))
+            y = 0.5 * v * _erfc(-v * math.sqrt(0.5))
         return [y.astype(ctx.out_dtype())]
     return _by_lut(ctx, _gelu_tanh if approximate else _gelu_erfc)
 
