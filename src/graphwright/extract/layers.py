@@ -62,10 +62,11 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``alpha_multiplier``/``alpha_shift`` (``α·s_in/s_out``) below; PRELU: ``identity_*`` and
   ``alpha_*`` (``s_in·s_α/s_out``), ``y = clamp(MBQM((x − zp_in)·(α − zp_α), …) + zp_out)``.
 
-Not covered yet: int16 SOFTMAX (its exp and 1/(1+x) LUTs), LiteRT's 513-entry LUTs of int16
-element-wise math (given as full tables instead), quantized LSTM and LOG_SOFTMAX.  Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
+Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
-O(operators), plus 256 kernel evaluations per table.
+Not covered yet: int16 SOFTMAX (its exp and 1/(1+x) LUTs), LiteRT's 513-entry LUTs of int16
+element-wise math (given as full tables instead), quantized LSTM and LOG_SOFTMAX.
+O(operators), plus one kernel evaluation over all input values per table.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ __all__ = ["INTEGER_TYPES", "layer_params"]
 
 INTEGER_TYPES = frozenset({"int8", "uint8", "int16"})
 Params = dict[str, Any]
-#: element-wise 8-bit operators given by their table alone (beyond those with parameters of their own)
+#: element-wise operators given by their table alone (beyond those with parameters of their own)
 TABULATED = ("EXP", "LOG", "ELU", "GELU", "RSQRT", "SQRT", "ABS", "NEG")
 _BUILDERS: dict[str, Callable[[Node], Params | None]] = {}
 
@@ -132,6 +133,15 @@ def _integer(value: Value | None) -> Quant | None:
 def _f64(scale: float) -> float:
     """A float32 scale as the double the C code promotes it to."""
     return float(np.float64(np.float32(scale)))
+
+
+def _f32(*factors: float, over: float) -> float:
+    """A product of float32 factors over a float32 divisor, computed in float32 as C does
+    with ``float`` operands, then widened."""
+    value = np.float32(1.0)
+    for f in factors:
+        value = np.float32(value * np.float32(f))
+    return float(np.float32(value / np.float32(over)))
 
 
 def _mult(real: float) -> tuple[int, int]:
@@ -550,15 +560,6 @@ def _concatenation(node: Node) -> Params | None:
             "output_scale": float(np.float32(q_out.s)), "same_quantization": bool(same),
             "input_zero_points": [q.zp for q in ins if q is not None],
             "input_scales": [float(np.float32(q.s)) for q in ins if q is not None]}
-
-
-def _f32(*factors: float, over: float) -> float:
-    """A product of float32 factors over a float32 divisor, computed in float32 as C does
-    with ``float`` operands, then widened."""
-    value = np.float32(1.0)
-    for f in factors:
-        value = np.float32(value * np.float32(f))
-    return float(np.float32(value / np.float32(over)))
 
 
 @_layer("LEAKY_RELU")
