@@ -28,7 +28,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, OpContext, kernel, quant_of
+from ._common import (
+    ACT_NONE,
+    ACT_RELU,
+    ACT_RELU6,
+    ACT_RELU_N1_TO_1,
+    ACT_TANH,
+    OpContext,
+    kernel,
+    quant_of,
+    round_half_away,
+)
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
 from .prepare import OpCheck, Shape, prepare_rule
 
@@ -74,9 +84,9 @@ def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
     x, weights = ctx.x(_INPUT), ctx.x(_W_INPUT + 1)
     if x.dtype == np.int8 and weights.dtype == np.int8 and ctx.x(_CELL_STATE).dtype == np.int16:
         return _integer_lstm(ctx)
-    if x.dtype != np.float32 or weights.dtype != np.float32:
-        raise ctx.error(f"{x.dtype} input with {weights.dtype} weights is not implemented (float32, or int8 "
-                        "with an int16 cell state)")
+    if x.dtype != np.float32 or weights.dtype not in (np.float32, np.int8):
+        raise ctx.error(f"{x.dtype} input with {weights.dtype} weights is not implemented (float32, float32 "
+                        "with int8 weights, or int8 with an int16 cell state)")
     time_major = bool(ctx.attr("time_major", False))
     y = _float_lstm(ctx, x if time_major else x.transpose(1, 0, 2), _UNIDIRECTIONAL)
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
@@ -112,8 +122,13 @@ def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
         return ctx.x(i) if i is not None and ctx.has(i) else None
 
     cifg = not ctx.has(at.w_input)
-    w_in = [None if cifg and g == 0 else ctx.x(at.w_input + g).T for g in range(4)]
-    w_rec = [None if cifg and g == 0 else ctx.x(at.w_recurrent + g).T for g in range(4)]
+    w_in = [None if cifg and g == 0 else _weights(ctx, at.w_input + g) for g in range(4)]
+    w_rec = [None if cifg and g == 0 else _weights(ctx, at.w_recurrent + g) for g in range(4)]
+    hybrid = any(isinstance(w, _Int8Weights) for w in w_in + w_rec)
+    if hybrid and any(optional(i) is not None for i in (at.peephole, at.peephole + 1, at.peephole + 2,
+                                                         at.projection)):
+        raise ctx.error("a hybrid LSTM with peepholes or a projection is not implemented")
+    asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
     bias = [optional(at.bias + g) for g in range(4)]
     norm = [optional(None if at.layer_norm is None else at.layer_norm + g) for g in range(4)]
     peephole = {g: ctx.x(at.peephole + i) for i, g in enumerate((0, 1, 3)) if ctx.has(at.peephole + i)}
@@ -122,16 +137,17 @@ def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
     state_h, state_c = h.reshape(x.shape[1], -1), c.reshape(x.shape[1], -1)
     outputs = []
 
-    def gate(g: int, step: np.ndarray, cell: np.ndarray) -> np.ndarray:
+    def gate(g: int, step: _Operand, cell: np.ndarray) -> np.ndarray:
         """Pre-activation of gate ``g``: biases (after layer norm when there is one), products, peephole."""
-        acc = (step @ w_in[g] + state_h @ w_rec[g]).astype(np.float32)
+        acc = (_product(step, w_in[g]) + _product(recurrent, w_rec[g])).astype(np.float32)
         if g in peephole:
             acc = acc + peephole[g] * cell
         if norm[g] is not None:
             acc = _layer_norm(acc) * norm[g]
         return acc + bias[g] if bias[g] is not None else acc
 
-    for step in x:
+    for row in x:
+        step, recurrent = _operand(row, asymmetric), _operand(state_h, asymmetric)
         forget = _sigmoid(gate(1, step, state_c))
         update = _activation(ctx, gate(2, step, state_c))
         input_gate = np.float32(1) - forget if cifg else _sigmoid(gate(0, step, state_c))
@@ -150,6 +166,72 @@ def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
     c[...] = state_c.reshape(c.shape)  # the variable tensors keep the last state, as LiteRT's
     h[...] = state_h.reshape(h.shape)
     return np.stack(outputs)
+
+
+class _Int8Weights(NamedTuple):
+    """A hybrid LSTM's int8 weight matrix (transposed, as int32) with its scale and row sums."""
+
+    matrix: np.ndarray
+    scale: np.float32
+    row_sums: np.ndarray
+
+
+class _Operand(NamedTuple):
+    """A float operand of the gate products, with its per-row int8 quantization (scale, offset)
+    when some weights are int8."""
+
+    values: np.ndarray
+    quantized: np.ndarray
+    scale: np.ndarray
+    offset: np.ndarray
+
+
+def _weights(ctx: OpContext, i: int) -> np.ndarray | _Int8Weights:
+    w = ctx.x(i)
+    if w.dtype != np.int8:
+        return w.T
+    q = ctx.in_quant(i)
+    if q is None or q.scale.size != 1:
+        raise ctx.error(f"input {i} holds int8 weights without one quantization scale")
+    return _Int8Weights(w.T.astype(np.int32), np.float32(q.s), w.astype(np.int32).sum(axis=1))
+
+
+def _operand(values: np.ndarray, asymmetric: bool | None) -> _Operand:
+    """``values`` and, unless ``asymmetric`` is None (float weights only), their per-row int8
+    quantization as LiteRT's hybrid kernels do it: symmetric (``scale = max|v|/127``,
+    ``round(v·(127/max|v|))`` in float32, clamped to ±127), or asymmetric (``(max − min)/255``
+    over a range holding 0, the zero point from the nearer end nudged into [−128, 127],
+    ``round(offset + v·(1/scale))`` in float32); an all-zero row quantizes to zeros, scale 1."""
+    if asymmetric is None:
+        return _Operand(values, values, values, values)  # no quantization: only .values is read
+    if asymmetric:
+        rows = values.astype(np.float64)
+        low, high = np.minimum(rows.min(axis=1), 0.0), np.maximum(rows.max(axis=1), 0.0)
+        empty = low == high
+        scale = np.where(empty, 1.0, (high - low) / 255.0)
+        from_min, from_max = -128.0 - low / scale, 127.0 - high / scale
+        zp = np.where(128.0 + np.abs(low / scale) < 127.0 + np.abs(high / scale), from_min, from_max)
+        offset = np.where(empty, 0, np.where(zp <= -128, -128, np.where(zp >= 127, 127, round_half_away(zp))))
+        scale32 = scale.astype(np.float32)
+        q = round_half_away(offset[:, None].astype(np.float32) + values * (np.float32(1) / scale32)[:, None])
+        q, qmin = np.where(empty[:, None], 0, q), -128
+    else:
+        high = np.abs(values).max(axis=1)
+        empty = high == 0
+        safe = np.where(empty, np.float32(1), high)
+        scale32, offset = np.where(empty, np.float32(1), safe / np.float32(127)), np.zeros(len(values))
+        q, qmin = np.where(empty[:, None], 0, round_half_away(values * (np.float32(127) / safe)[:, None])), -127
+    return _Operand(values, np.clip(q, qmin, 127).astype(np.int32), scale32.astype(np.float32),
+                    offset.astype(np.int32))
+
+
+def _product(operand: _Operand, weights: np.ndarray | _Int8Weights) -> np.ndarray:
+    """``operand · weights``: a float product, or, for int8 weights, the int32 dot products of the
+    quantized rows (minus offset·row sums) times the row's scale times the weights' scale."""
+    if not isinstance(weights, _Int8Weights):
+        return operand.values @ weights  # type: ignore[no-any-return]
+    dots = operand.quantized @ weights.matrix - operand.offset[:, None] * weights.row_sums
+    return dots.astype(np.float32) * (operand.scale * weights.scale)[:, None]
 
 
 @kernel("BIDIRECTIONAL_SEQUENCE_LSTM")
