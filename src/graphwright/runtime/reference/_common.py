@@ -42,6 +42,9 @@ def kernel(*ops: str, int16: bool = False) -> Callable[[Kernel], Kernel]:
 
     def register(fn: Kernel) -> Kernel:
         for op in ops:
+            if op in KERNELS:  # a second module claiming an operator would silently replace the first
+                raise RuntimeError(f"two reference kernels registered for {op}: "
+                                   f"{KERNELS[op].__module__}.{KERNELS[op].__name__} and {fn.__module__}.{fn.__name__}")
             KERNELS[op] = fn
             if int16:
                 INT16_KERNELS.add(op)
