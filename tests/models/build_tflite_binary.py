@@ -18,8 +18,9 @@ Models (``<model>_<mode>``):
 * ``pot_int16x8``: what the converter never writes, made from a converted 16x8 model through
   graphwright's IR and writer: ADD and (broadcast) SUB with ``pot_scale_int16`` and
   power-of-two scales (LiteRT's shift-and-saturate path), MUL of int16 operands to an int8
-  output, NOT_EQUAL of int16 operands of different scales, QUANTIZE int8 -> int16 from an int8
-  graph input and int16 -> int8 to an int8 output.
+  output, NOT_EQUAL (rescaled) and LESS (stored values) of int16 operands of different scales,
+  SELECT_V2 of int16 operands, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8
+  to an int8 output.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 3
+BUILDER_VERSION = 4
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -145,39 +146,55 @@ _MAKERS: dict[str, Callable[[], tuple[Any, Sequence[Spec]]]] = {
 
 def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
     from graphwright import formats
-    from graphwright.ir import Attr, DType, QuantParams
+    from graphwright.ir import Attr, DType, Node, QuantParams
 
     specs = (Spec((1, 4, 4, 8)), Spec((1, 4, 4, 8)), Spec((1, 1, 1, 8)))
 
     def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {"add": a + b, "sub": a - b, "sub_broadcast": a - c, "mul": a * b}
+        return {"add": a + b, "sub": a - b, "sub_broadcast": a - c, "mul": a * b, "maximum": tf.maximum(a, b),
+                "minimum": tf.minimum(a, b)}
 
     converted = model_path.with_name(model_path.stem + "-converted.tflite")
     converted.write_bytes(convert(fn, "int16x8", specs, float_io=True))
     model = formats.load(converted)
+    graph = model.graph
 
     def quantize(value: Any, dtype: DType, log2_scale: int, zero_point: int = 0) -> None:
         value.dtype = dtype
         value.quant = QuantParams(np.array([2.0**log2_scale], np.float32), np.array([zero_point], np.int64), 0)
 
-    quantized = {v.name: v for n in model.graph for v in n.outputs}
-    for name, log2_scale in (("x0_int16", -15), ("x1_int16", -16), ("x2_int16", -15), ("Identity_int16", -15),
-                             ("Identity_2_int16", -15), ("Identity_3_int16", -15)):
-        quantize(quantized[name], DType.INT16, log2_scale)
-    quantize(quantized["Identity_1_int16"], DType.INT8, -7, 3)  # int16 x int16 -> int8
-    for node in model.graph:
-        if node.op in ("ADD", "SUB"):
-            node.attrs["pot_scale_int16"] = Attr.bool(True)
-        if node.op == "SUB" and node.outputs[0].name == "Identity_2_int16":  # a quantized int16 comparison
-            node.op, node.attrs = "NOT_EQUAL", {}
-            node.outputs[0].dtype, node.outputs[0].quant = DType.BOOL, None
-        if node.op == "DEQUANTIZE" and node.outputs[0].name == "Identity_2":
-            node.op = "CAST"
-        if node.op == "DEQUANTIZE" and node.outputs[0].name == "Identity_3":  # requantize int16 -> int8
-            node.op = "QUANTIZE"
-            quantize(node.outputs[0], DType.INT8, -6, 2)
-    x2 = next(v for v in model.graph.inputs if v.name == "x2")
-    quantize(x2, DType.INT8, -6, -5)  # its QUANTIZE requantizes int8 -> int16
+    def find(op: str, second: str) -> Node:
+        return next(n for n in graph if n.op == op and n.inputs[1].name == second)
+
+    def reader(node: Node) -> Node:
+        return next(n for n in graph if node.outputs[0] in n.inputs)
+
+    def to_bool(node: Node, op: str) -> None:  # the node becomes a comparison, its DEQUANTIZE a CAST
+        node.op, node.attrs = op, {}
+        node.outputs[0].dtype, node.outputs[0].quant = DType.BOOL, None
+        reader(node).op = "CAST"
+
+    values = {v.name: v for n in graph for v in n.outputs}
+    for name, log2_scale in (("x0_int16", -15), ("x1_int16", -16), ("x2_int16", -15)):
+        quantize(values[name], DType.INT16, log2_scale)
+    add, sub = find("ADD", "x1_int16"), find("SUB", "x2_int16")  # power-of-two path, the SUB broadcast
+    for node in (add, sub):
+        node.attrs["pot_scale_int16"] = Attr.bool(True)
+        quantize(node.outputs[0], DType.INT16, -15)
+    reader(sub).op = "QUANTIZE"  # requantize int16 -> int8
+    quantize(reader(sub).outputs[0], DType.INT8, -6, 2)
+    quantize(next(v for v in graph.inputs if v.name == "x2"), DType.INT8, -6, -5)  # QUANTIZE int8 -> int16
+    quantize(find("MUL", "x1_int16").outputs[0], DType.INT8, -7, 3)  # int16 x int16 -> int8
+    to_bool(find("SUB", "x1_int16"), "NOT_EQUAL")  # rescaled: the operands' scales differ
+    pair = [values["x0_int16"], values["x1_int16"]]  # MINIMUM/MAXIMUM read them requantized to one scale
+    less = next(n for n in graph if n.op == "MINIMUM")
+    to_bool(less, "LESS")  # int16 LESS compares the stored values
+    less.set_inputs(pair)
+    select = next(n for n in graph if n.op == "MAXIMUM")
+    select.op = "SELECT_V2"
+    select.set_inputs([less.outputs[0], *pair])
+    late = [select, reader(select)]  # after the LESS they read
+    graph.sort([n for n in graph if n not in late] + late)
     formats.save(model, model_path)
     converted.unlink()
     return info_of(FAMILY, "pot_int16x8", model_path, reference_path)

@@ -44,8 +44,8 @@ EXPECTED: dict[str, dict[str, str]] = {
                          "DEQUANTIZE"), "int16"),
         "QUANTIZE": "float32",
     },
-    "pot_int16x8": {"ADD": "int16", "SUB": "int16", "MUL": "int16", "NOT_EQUAL": "int16", "QUANTIZE": "int8",
-                    "DEQUANTIZE": "int16", "CAST": "bool"},
+    "pot_int16x8": {"ADD": "int16", "SUB": "int16", "MUL": "int16", "NOT_EQUAL": "int16", "LESS": "int16",
+                    "SELECT_V2": "bool", "QUANTIZE": "int8", "DEQUANTIZE": "int16", "CAST": "bool"},
 }
 #: CAST pairs the integer model must convert (input type, output type)
 CASTS = {("float32", "int32"), ("float32", "int64"), ("int32", "bool"), ("bool", "float32"), ("int32", "int8"),

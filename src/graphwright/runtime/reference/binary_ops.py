@@ -258,7 +258,7 @@ def _scalar_shape(ctx: OpContext, *arrays: np.ndarray) -> tuple[int, ...] | None
     return None
 
 
-@kernel("SELECT", "SELECT_V2")
+@kernel("SELECT", "SELECT_V2", int16=True)
 def select(ctx: OpContext) -> list[np.ndarray]:
     """``condition ? x : y`` element by element.  SELECT: the condition has the operands' shape,
     or is a scalar, or a vector over their first dimension; SELECT_V2 broadcasts all three."""
