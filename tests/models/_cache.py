@@ -108,7 +108,7 @@ FAMILIES: dict[str, Family] = {
     ),
     # per-operator corpora of the reference interpreter (issue 11): one builder module each
     **{f"tflite_{part}": _tflite_family(f"build_tflite_{part}")
-       for part in ("math", "binary", "index", "reduce", "conv", "sequence", "control", "sparse", "real", "misc")},
+       for part in ("math", "binary", "index", "reduce", "conv", "sequence", "control", "sparse", "real", "misc", "zoo")},
 }
 
 
