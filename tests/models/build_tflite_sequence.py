@@ -9,6 +9,9 @@ Models (each ``<model>_<mode>``):
   standard deviation 1.5) -> two UNIDIRECTIONAL_SEQUENCE_LSTM, the second time-major after a
   TRANSPOSE; in int8 the full-integer LSTM (int8 activations, int16 cell state, nonzero
   zero points).  (The converter refuses 16x8 LSTMs.)
+* ``hybrid_lstm``: a ``tf_keras`` LSTM of 40 units on 40 features converted with dynamic-range
+  quantization (``Optimize.DEFAULT``, no representative data): float activations, int8 weights,
+  ``asymmetric_quantize_inputs`` (the hybrid kernel);
 * ``recurrent``: what no Keras layer converts to, written with graphwright's TFLite writer (states
   as variable tensors): UNIDIRECTIONAL_SEQUENCE_RNN (tanh) and BIDIRECTIONAL_SEQUENCE_LSTM
   (batch-major, two outputs) on a sequence, SVDF (rank 2, relu) on one frame.
@@ -25,9 +28,9 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 
-BUILDER_VERSION = 4
+BUILDER_VERSION = 5
 
-NAMES = ("lstm_float", "lstm_int8", "recurrent_float")
+NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -44,6 +47,18 @@ def _lstm() -> tuple[Any, list[Spec]]:
     x = tf_keras.layers.Lambda(lambda v: tf.transpose(v, [1, 0, 2]))(x)
     x = tf_keras.layers.LSTM(4, time_major=True, return_sequences=True, **weights(3))(x)
     return tf_keras.Model(inp, x), [Spec((BATCH, STEPS, FEATURES))]
+
+
+def _hybrid_lstm(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    import tf_keras
+
+    tf.keras.utils.set_random_seed(SEED)
+    inp = tf_keras.Input((STEPS, 40), batch_size=BATCH)
+    model = tf_keras.Model(inp, tf_keras.layers.LSTM(40, return_sequences=True)(inp))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]  # weights of 1600 values or more become int8
+    model_path.write_bytes(converter.convert())
+    return info_of("tflite_sequence", name, model_path, reference_path)
 
 
 def _recurrent(model_path: Path) -> None:
@@ -91,6 +106,8 @@ def _recurrent(model_path: Path) -> None:
 
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "hybrid_lstm_float":
+        return _hybrid_lstm(name, model_path, reference_path)
     if name == "recurrent_float":
         _recurrent(model_path)
         return info_of("tflite_sequence", name, model_path, reference_path)

@@ -5,13 +5,17 @@ the refusal of what LiteRT leaves undefined."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter as LiteRT
 from ai_edge_litert.interpreter import OpResolverType
 
 from graphwright.errors import VerificationError
-from graphwright.formats import load
+from graphwright.formats import load, tflite
+from graphwright.ir import Attr
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 from tests.models.build_tflite_sequence import NAMES
@@ -20,7 +24,7 @@ from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
-INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"}}
+INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"}}
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -61,6 +65,20 @@ def test_state_carries_over_runs_and_resets(name: str) -> None:
                 np.testing.assert_array_equal(got[output_name], expected)
         results.append(got[mine.outputs[0]])
     assert not np.array_equal(results[1], results[2]), "the second run of the same input did not see the state"
+
+
+def test_hybrid_lstm_with_symmetric_input_quantization(tmp_path: Path) -> None:
+    """The hybrid model with ``asymmetric_quantize_inputs`` off: rows quantized symmetrically."""
+    info = get_model("tflite_sequence", "hybrid_lstm_float")
+    model = load(info.path)
+    lstm = next(n for n in model.graph if n.op == "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    assert lstm.attr("asymmetric_quantize_inputs") and lstm.inputs[1] is not None
+    assert lstm.inputs[1].dtype is not None and lstm.inputs[1].dtype.value == "int8"
+    lstm.attrs["asymmetric_quantize_inputs"] = Attr.bool(False)
+    path = tmp_path / "symmetric.tflite"
+    path.write_bytes(tflite.serialize(model))
+    for seed in range(2, 5):
+        assert assert_matches_reference(replace(info, path=path), seeds=range(seed, seed + 1)) > 0
 
 
 def test_a_cell_scale_litert_leaves_undefined_is_refused_in_one_line() -> None:
