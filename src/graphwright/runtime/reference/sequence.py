@@ -1,23 +1,30 @@
-"""Fused sequence operators (UNIDIRECTIONAL_SEQUENCE_LSTM and the other recurrent ops the converter
-emits) — as TFLite's reference kernels.
+"""Fused sequence operators — as LiteRT's kernels (the same in its reference resolver).
 
-UNIDIRECTIONAL_SEQUENCE_LSTM (float32): LiteRT's ``lstm_eval`` step, once per time step.
-Its 24 inputs: 0 the sequence ``[batch, time, input]`` (``[time, batch, input]`` when
-``time_major``); 1–4 input-to-{input, forget, cell, output} weights ``[cell, input]``;
-5–8 recurrent-to-{...} weights ``[cell, output]``; 9–11 peephole weights cell-to-{input,
-forget, output} ``[cell]``; 12–15 gate biases; 16–17 projection weights ``[output, cell]``
-and bias; 18–19 the output and cell states (variable tensors, updated in place so they
-carry over to the next run, as in LiteRT); 20–23 layer-norm coefficients.  Optional:
-the input gate (absent: CIFG, ``i = 1 − f``), peepholes, projection, layer norm.
+* UNIDIRECTIONAL_SEQUENCE_LSTM: float32; hybrid (float activations, int8 weights); full-integer
+  (int8 activations and weights, int16 cell state);
+* BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
+* UNIDIRECTIONAL_SEQUENCE_RNN and SVDF: float32.
 
-Full-integer (int8 activations and weights, int16 cell state, int32 biases): LiteRT's
-``LstmStepInteger8x8_16``.  Each gate is two requantized int32 products (input and
-recurrent, zero points folded into the biases) summed in Q3.12, then gemmlowp's 16-bit
-fixed-point sigmoid or tanh (to Q0.15, here as tables over the 65536 raw values); the cell
-state (scale ``2^cell_scale``) is ``f·c >> 15`` plus ``i·g >> (30 + cell_scale)``, saturated and
-clipped; the hidden state is ``o·tanh(c)`` requantized to int8 by the effective hidden scale
-(the operator's fifth intermediate tensor).  Projection, peepholes and layer norm are refused
-in integer LSTMs (the converter emits none from Keras layers).
+Their recurrent state lives in variable tensors, which the kernels update in place, so it
+carries over to the next run as in LiteRT (see ``Interpreter.reset_variables``).
+
+LSTM (float): LiteRT's ``lstm_eval`` step, once per time step.  The 24 inputs: 0 the sequence
+``[batch, time, input]`` (``[time, batch, input]`` when ``time_major``); 1–4
+input-to-{input, forget, cell, output} weights ``[cell, input]``; 5–8 recurrent-to-{...}
+weights ``[cell, output]``; 9–11 peephole weights cell-to-{input, forget, output}; 12–15
+gate biases; 16–17 projection weights ``[output, cell]`` and bias; 18–19 the output and cell
+states; 20–23 layer-norm coefficients.  Optional: the input gate (absent: CIFG,
+``i = 1 − f``), peepholes, projection, layer norm.  Hybrid: the products with int8 weights
+are int32 dot products of the step's input and output state quantized per row.
+
+LSTM (full-integer): LiteRT's ``LstmStepInteger8x8_16``.  Each gate is two requantized int32
+products (input and recurrent, zero points folded into the biases) summed in Q3.12, then
+gemmlowp's 16-bit fixed-point sigmoid or tanh (to Q0.15, here as tables over the 65536 raw
+values); the cell state (scale ``2^cell_scale``) is ``f·c >> 15`` plus
+``i·g >> (30 + cell_scale)``, saturated and clipped; the hidden state is ``o·tanh(c)``
+requantized to int8 by the effective hidden scale (the operator's fifth intermediate tensor).
+Projection, peepholes and layer norm are refused in integer LSTMs (the converter emits none
+from Keras layers); the converter refuses 16x8 LSTMs.
 """
 
 from __future__ import annotations
@@ -57,19 +64,23 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return (np.float32(1) / (np.float32(1) + np.exp(-x))).astype(np.float32)
 
 
+#: TfLiteFusedActivation's sigmoid (not in the schema's ActivationFunctionType)
+_ACT_SIGMOID = 6
+_BOUNDS = {ACT_RELU: (0.0, np.inf), ACT_RELU6: (0.0, 6.0), ACT_RELU_N1_TO_1: (-1.0, 1.0)}
+
+
 def _activation(ctx: OpContext, x: np.ndarray) -> np.ndarray:
-    """The cell's activation (``fused_activation_function``), as ApplyActivationToVector."""
+    """The operator's ``fused_activation_function`` on float values, as ApplyActivationToVector."""
     act = int(ctx.attr("fused_activation_function", ACT_TANH) or 0)
     if act == ACT_TANH:
         return np.tanh(x)
     if act == ACT_NONE:
         return x
-    bounds = {ACT_RELU: (0.0, np.inf), ACT_RELU6: (0.0, 6.0), ACT_RELU_N1_TO_1: (-1.0, 1.0)}
-    if act == 6:  # kTfLiteActSigmoid
+    if act == _ACT_SIGMOID:
         return _sigmoid(x)
-    if act not in bounds:
-        raise ctx.error(f"cell activation {act} is not implemented")
-    return np.clip(x, *bounds[act]).astype(np.float32)
+    if act not in _BOUNDS:
+        raise ctx.error(f"activation {act} is not implemented")
+    return np.clip(x, *_BOUNDS[act]).astype(np.float32)
 
 
 def _layer_norm(x: np.ndarray) -> np.ndarray:
