@@ -19,10 +19,11 @@ import pytest
 import graphwright as gw
 from graphwright.extract import extract
 from graphwright.extract.manifest import role_of
-from graphwright.ir import Node, Value
+from graphwright.ir import Node, QuantParams, Value
 from graphwright.runtime.execute import Job, execute
 from tests.models import get_model
 from tests.runtime.reference._oracle import feeds_for
+from tests.runtime.reference.uint8_models import write_uint8_model
 
 pytestmark = pytest.mark.slow
 
@@ -208,12 +209,23 @@ def _softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
 
 
 def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
-    assert p["same_quantization"]
-    return np.concatenate(x, axis=p["axis"])
+    """Inputs quantized as the output are copied; others (uint8 only) rescaled in float32:
+    ``round(q·s + (−zp_in·s)) + zp_out`` with ``s = s_in·(1/s_out)``, clamped."""
+    inverse = np.float32(1) / np.float32(p["output_scale"])
+    parts = []
+    for q, scale, zp in zip(x, p["input_scales"], p["input_zero_points"], strict=True):
+        if scale == p["output_scale"] and zp == p["output_zero_point"]:
+            parts.append(q)
+            continue
+        s = np.float32(np.float32(scale) * inverse)
+        v = (q.astype(np.float32) * s + np.float32(-zp * s)).astype(np.float32)
+        rounded = (np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))).astype(np.int64) + p["output_zero_point"]
+        parts.append(np.clip(rounded, 0, 255).astype(out.dtype))
+    return np.concatenate(parts, axis=p["axis"])
 
 
 def _fully_connected(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
-    w = x[1].astype(np.int64)
+    w = x[1].astype(np.int64) - p["weights_zero_point"]
     acc = (x[0].astype(np.int64).reshape(-1, w.shape[1]) - p["input_zero_point"]) @ w.T
     if len(x) > 2:
         acc = acc + x[2].astype(np.int64)
@@ -239,7 +251,7 @@ def _prelu(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
 def _conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """CONV_2D and DEPTHWISE_CONV_2D (NHWC; weights OHWI, or 1HW(I·multiplier) for depthwise)."""
     depthwise = "depth_multiplier" in p
-    w = x[1].astype(np.int64)
+    w = x[1].astype(np.int64) - p["weights_zero_point"]
     kh, kw = w.shape[1], w.shape[2]
     (sh, sw), (dh, dw) = p["strides"], p["dilations"]
     _, h, wd, _ = x[0].shape
@@ -265,7 +277,7 @@ def _conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
 def _transpose_conv(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """TRANSPOSE_CONV (inputs: output shape, OHWI weights, NHWC data, optional bias): every input
     pixel scatters its products with the kernel into the output, which TFLite's padding crops."""
-    w, data = x[1].astype(np.int64), x[2].astype(np.int64) - p["input_zero_point"]
+    w, data = x[1].astype(np.int64) - p["weights_zero_point"], x[2].astype(np.int64) - p["input_zero_point"]
     _, kh, kw, _ = w.shape
     _, h, wd, _ = data.shape
     n, oh, ow, c_out = out.shape
@@ -338,25 +350,50 @@ def _inputs(folder: Path, doc: dict[str, Any], op: dict[str, Any], tensors: dict
 def test_layers_recomputed_from_extracted_integers_match_litert(family: str, name: str, expected_ops: set[str],
                                                                 tmp_path: Path) -> None:
     info = get_model(family, name)
-    extract(info.path, tmp_path / "out")
-    doc = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    feeds = [feeds_for(info, seed) for seed in range(4)]
+    checked = _recompute_layers(info.path, feeds, ORACLE.get(name, "litert-ref"), tmp_path / "out")
+    assert expected_ops <= checked, expected_ops - checked
+
+
+def test_legacy_uint8_layers_and_a_rescaling_concatenation(tmp_path: Path) -> None:
+    """uint8 (per-tensor, asymmetric) convolutions take the legacy multiplier; a CONCATENATION
+    whose inputs are quantized differently from its output rescales them in float32."""
+    info = get_model("tflite_ops", "misc_int8")
+    model = gw.load(write_uint8_model(info.path, tmp_path / "misc_uint8.tflite"))
+    path = tmp_path / "misc_uint8_concat.tflite"
+    concat = next(n for n in model.graph if n.op == "CONCATENATION")
+    first = concat.inputs[0]
+    assert first is not None and first.quant is not None
+    first.quant = QuantParams(first.quant.scale * np.float32(1.37), first.quant.zero_point + 3)
+    gw.save(model, path)
+    rng = np.random.default_rng(0)
+    feeds = [{k: rng.integers(0, 256, v).astype(np.uint8) for k, v in info.inputs.items()} for _ in range(3)]
+    checked = _recompute_layers(path, feeds, "litert-ref", tmp_path / "out")
+    assert {"CONV_2D", "CONCATENATION", "ADD", "MUL", "MEAN", "RELU", "FULLY_CONNECTED"} <= checked
+    layer = next(x for x in extract(path, tmp_path / "again").layers if x.op == "CONCATENATION")
+    assert layer.params["same_quantization"] is False
+
+
+def _recompute_layers(path: Path, feeds: list[dict[str, np.ndarray]], oracle: str, folder: Path) -> set[str]:
+    """Recompute every layer with parameters from the manifest alone, on the oracle's inputs,
+    asserting the oracle's outputs; the operators checked."""
+    extract(path, folder)
+    doc = json.loads((folder / "manifest.json").read_text())
     constants = {c["name"] for c in doc["constants"]}
     wanted = [n for op in doc["operators"] for n in op["inputs"] + op["outputs"] if n and n not in constants]
     checked: set[str] = set()
-    for seed in range(4):
-        feeds = feeds_for(info, seed)
-        job = Job(backend=ORACLE.get(name, "litert-ref"), outputs=sorted(set(wanted)))
-        tensors = execute(info.path, dict(feeds), job).outputs
+    for seed, feed in enumerate(feeds):
+        tensors = execute(path, dict(feed), Job(backend=oracle, outputs=sorted(set(wanted)))).outputs
         for layer in doc["layers"]:
-            layer = {k: np.load(tmp_path / "out" / v["file"]) if isinstance(v, dict) and "file" in v else v
+            layer = {k: np.load(folder / v["file"]) if isinstance(v, dict) and "file" in v else v
                      for k, v in layer.items()}
             op = doc["operators"][layer["operator_index"]]
             implement = IMPLEMENTATIONS.get(layer["op"])
             if implement is None:
                 continue
-            x = _inputs(tmp_path / "out", doc, op, tensors)
+            x = _inputs(folder, doc, op, tensors)
             expected = np.asarray(tensors[op["outputs"][0]])
-            where = f"{name} seed {seed}: {layer['op']} {op['name']!r}"
+            where = f"{path.name} seed {seed}: {layer['op']} {op['name']!r}"
             got = implement(layer, x, expected)
             if expected.dtype.kind == "f":
                 np.testing.assert_allclose(got, expected, rtol=1e-6, err_msg=where)
@@ -365,7 +402,7 @@ def test_layers_recomputed_from_extracted_integers_match_litert(family: str, nam
             if layer["op"] in TABLES and layer.get("table") is not None and x[0].dtype.kind in "iu":
                 np.testing.assert_array_equal(_table(layer, x, expected), expected, err_msg=f"{where} (table)")
             checked.add(layer["op"])
-    assert expected_ops <= checked, expected_ops - checked
+    return checked
 
 
 # -- the integer softmax (LiteRT BUILTIN_REF, TFLite Micro) from input_multiplier, input_left_shift, diff_min
