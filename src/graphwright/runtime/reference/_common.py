@@ -13,10 +13,12 @@ from ...errors import VerificationError
 from ...ir import Node, Value
 
 __all__ = [
+    "CUSTOM_KERNELS",
     "INT16_KERNELS",
     "KERNELS",
     "OpContext",
     "Quant",
+    "REFUSED",
     "activation_range",
     "clamp_cast",
     "kernel",
@@ -34,11 +36,16 @@ Kernel = Callable[["OpContext"], list[np.ndarray]]
 KERNELS: dict[str, Kernel] = {}
 #: operators whose kernel computes int16-quantized outputs (the 16x8 mode); the others are refused on them
 INT16_KERNELS: set[str] = set()
+#: custom operators (by custom code) that have a kernel; every other custom operator is refused
+CUSTOM_KERNELS: set[str] = set()
+#: operators refused on purpose, with the reason (e.g. their outputs depend on LiteRT's random state)
+REFUSED: dict[str, str] = {}
 
 
-def kernel(*ops: str, int16: bool = False) -> Callable[[Kernel], Kernel]:
+def kernel(*ops: str, int16: bool = False, custom: bool = False) -> Callable[[Kernel], Kernel]:
     """Register a kernel under one or more BuiltinOperator names (``int16``: it also
-    runs int16-quantized outputs, bit-exact with the reference kernels)."""
+    runs int16-quantized outputs, bit-exact with the reference kernels; ``custom``: the
+    names are custom codes, as LiteRT's BUILTIN_REF resolver also registers a few custom ops)."""
 
     def register(fn: Kernel) -> Kernel:
         for op in ops:
@@ -48,6 +55,8 @@ def kernel(*ops: str, int16: bool = False) -> Callable[[Kernel], Kernel]:
             KERNELS[op] = fn
             if int16:
                 INT16_KERNELS.add(op)
+            if custom:
+                CUSTOM_KERNELS.add(op)
         return fn
 
     return register

@@ -55,7 +55,7 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     shape_ops,
     sparse,
 )
-from ._common import INT16_KERNELS, KERNELS, OpContext
+from ._common import CUSTOM_KERNELS, INT16_KERNELS, KERNELS, REFUSED, OpContext
 from .control_flow import SUBGRAPH_OPS, SUBGRAPHS_KEY, called_subgraphs, check_call
 from .fixedpoint import ROUNDING_MODES
 from .jit import wanted
@@ -287,7 +287,10 @@ class Interpreter:
 
 def _check_kernel(node: Node) -> None:
     """Refuse an operator without a kernel, or with an output type its kernel does not compute."""
-    if node.op not in KERNELS or node.domain == "custom":
+    if node.op in REFUSED:
+        raise VerificationError(f"the reference interpreter cannot run operator {node.op} ({node.name!r}): "
+                                f"{REFUSED[node.op]}")
+    if node.op not in KERNELS or (node.domain == "custom") != (node.op in CUSTOM_KERNELS):
         raise VerificationError(
             f"the reference interpreter cannot run this model: operator {node.op} "
             f"({node.name!r}) is not implemented"
