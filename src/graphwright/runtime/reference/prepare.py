@@ -744,15 +744,27 @@ def _shape(op: _Op) -> list[Shape]:
 
 
 def _block(op: _Op) -> tuple[Shape, list[int] | None, list[int] | None]:
+    """Input shape, block and paddings/crops, a 3-D input seen as 4-D of width 1 (as LiteRT runs it)."""
     for i, what in enumerate(("input", "block shape", "paddings")):
         op.need(i, what)
-    x = op.rank(0, 4)
+    x = op.rank(0, 3, 4)
+    spatial = (1, 2) if x is None else (len(x) - 2,)
     block, pads = op.ints(1, "block shape"), op.ints(2, "paddings")
-    if block is not None and (len(block) != 2 or any(b < 1 for b in block)):
-        raise op.fail(f"block shape {block} is not two positive sizes")
-    if pads is not None and (len(pads) != 4 or any(p < 0 for p in pads)):
-        raise op.fail(f"paddings/crops {pads} are not four sizes >= 0")
+    if block is not None and (len(block) not in spatial or any(b < 1 for b in block)):
+        raise op.fail(f"block shape {block} is not {' or '.join(map(str, spatial))} positive sizes")
+    if pads is not None and (len(pads) not in [2 * n for n in spatial] or any(p < 0 for p in pads)):
+        raise op.fail(f"paddings/crops {pads} are not {' or '.join(str(2 * n) for n in spatial)} sizes >= 0")
+    if x is not None and len(x) == 3:
+        x = (x[0], x[1], 1, x[2])
+        block = None if block is None else [*block, 1]
+        pads = None if pads is None else [*pads, 0, 0]
     return x, block, pads
+
+
+def _as_input_rank(op: _Op, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A 4-D block operator output back to the input's rank (3-D: without the width)."""
+    x = op.shape(0)
+    return shape if x is None or len(x) == 4 else (shape[0], shape[1], shape[3])
 
 
 @_rule("SPACE_TO_BATCH_ND")
@@ -763,7 +775,7 @@ def _space_to_batch(op: _Op) -> list[Shape]:
     h, w = x[1] + pads[0] + pads[1], x[2] + pads[2] + pads[3]
     if h % block[0] or w % block[1]:
         raise op.fail(f"padded size {h}x{w} is not a multiple of block {block}")
-    return [(x[0] * block[0] * block[1], h // block[0], w // block[1], x[3])]
+    return [_as_input_rank(op, (x[0] * block[0] * block[1], h // block[0], w // block[1], x[3]))]
 
 
 @_rule("BATCH_TO_SPACE_ND")
@@ -776,7 +788,7 @@ def _batch_to_space(op: _Op) -> list[Shape]:
     h, w = x[1] * block[0] - crops[0] - crops[1], x[2] * block[1] - crops[2] - crops[3]
     if h < 0 or w < 0:
         raise op.fail(f"crops {crops} are larger than the {x[1] * block[0]}x{x[2] * block[1]} output")
-    return [(x[0] // (block[0] * block[1]), h, w, x[3])]
+    return [_as_input_rank(op, (x[0] // (block[0] * block[1]), h, w, x[3]))]
 
 
 @_rule("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
