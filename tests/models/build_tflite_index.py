@@ -10,7 +10,7 @@ Models (``<model>_<mode>``):
   rank-5 one: SLICE (size −1), SPLIT (negative axis), SPLIT_V (a −1 size), UNPACK (negative axis),
   GATHER (int32 and int64 indices, negative axis, batch_dims 1), GATHER_ND, MIRROR_PAD (REFLECT,
   and SYMMETRIC on rank 5), BROADCAST_TO (rank 5), FILL, REVERSE_V2 (two axes, a negative one),
-  SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND and the layout operators RESHAPE, PAD, CONCATENATION and
+  SPACE_TO_BATCH_ND, BATCH_TO_SPACE_ND (4-D and 3-D) and the layout operators RESHAPE, PAD, CONCATENATION and
   PACK (of differently scaled inputs: the converter gives them one scale in int8 and requantizes
   them with QUANTIZE in int16, so int16 takes one input twice), TRANSPOSE, STRIDED_SLICE,
   RESIZE_BILINEAR (three coordinate conventions), RESIZE_NEAREST_NEIGHBOR.  Index inputs are model
@@ -50,7 +50,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 11
+BUILDER_VERSION = 12
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -88,7 +88,11 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
         a, b = tf.split(h, 2, axis=-1)
         p, q, r = tf.split(h, [1, -1, 2], axis=1)
         u = tf.unstack(v5, axis=-2)
+        rows = tf.reshape(h, [2, 48, 4])
         out = {
+            "reshape": rows,
+            "s2b_3d": tf.space_to_batch_nd(rows, [4], [[1, 3]]),
+            "b2s_3d": tf.compat.v1.batch_to_space_nd(rows, [2], [[1, 2]]),
             "slice": tf.slice(h, [0, 1, 2, 0], [2, 3, -1, 2]),
             "split0": a, "split1": b, "splitv0": p, "splitv1": q, "splitv2": r, "unpack0": u[0], "unpack3": u[3],
             "gather": tf.gather(h, idx, axis=1),
@@ -104,7 +108,6 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
             "b2s": tf.compat.v1.batch_to_space_nd(h, [2, 1], [[0, 1], [0, 0]]),
             "fill": tf.fill([3, 2], h[0, 0, 0, 0]),
             # layout operators
-            "reshape": tf.reshape(h, [2, 48, 4]),
             "pad": tf.pad(h, [[0, 0], [1, 2], [0, 1], [0, 0]]),
             "concat": tf.concat([h, other, h[:, :2]], axis=-3),
             "transpose": tf.transpose(h, [0, 2, 1, 3]),

@@ -149,35 +149,40 @@ def shape(ctx: OpContext) -> list[np.ndarray]:
     return [np.asarray(ctx.x(0).shape, dtype=ctx.out_dtype())]
 
 
+def _block_4d(ctx: OpContext) -> tuple[np.ndarray, list[int], np.ndarray]:
+    """Input, block and paddings/crops of SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND; a 3-D input is
+    run as 4-D of width 1, as LiteRT does."""
+    x, block, pads = ctx.x(0), ints(ctx.x(1)), np.asarray(ctx.x(2)).reshape(-1, 2)
+    if x.ndim == 3 and len(block) == 1 and len(pads) == 1:
+        return x[:, :, None, :], [*block, 1], np.concatenate([pads, np.zeros((1, 2), pads.dtype)])
+    if x.ndim != 4 or len(block) != 2 or len(pads) != 2:
+        raise ctx.error(f"block {block} does not fit input {list(x.shape)}")
+    return x, block, pads
+
+
+def _input_rank(ctx: OpContext, y: np.ndarray) -> np.ndarray:
+    return y[:, :, 0, :] if ctx.x(0).ndim == 3 else y
+
+
 @kernel("SPACE_TO_BATCH_ND", int16=True)
 def space_to_batch_nd(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.x(0)
-    block = ints(ctx.x(1))
-    pads = np.asarray(ctx.x(2)).reshape(-1, 2)
-    if x.ndim != 4 or len(block) != 2:
-        raise ctx.error("only 4-D inputs with a 2-D block are implemented")
+    x, (bh, bw), pads = _block_4d(ctx)
     q = ctx.out_quant()
     fill = q.zp if q is not None and x.dtype.kind in "iu" else 0  # the output zero point, as LiteRT
     xp = np.pad(x, [(0, 0), tuple(pads[0]), tuple(pads[1]), (0, 0)], constant_values=fill)
     n, h, w, c = xp.shape
-    bh, bw = block
     y = xp.reshape(n, h // bh, bh, w // bw, bw, c).transpose(2, 4, 0, 1, 3, 5)
-    return [y.reshape(bh * bw * n, h // bh, w // bw, c)]
+    return [np.ascontiguousarray(_input_rank(ctx, y.reshape(bh * bw * n, h // bh, w // bw, c)))]
 
 
 @kernel("BATCH_TO_SPACE_ND", int16=True)
 def batch_to_space_nd(ctx: OpContext) -> list[np.ndarray]:
-    x = ctx.x(0)
-    block = ints(ctx.x(1))
-    crops = np.asarray(ctx.x(2)).reshape(-1, 2)
-    if x.ndim != 4 or len(block) != 2:
-        raise ctx.error("only 4-D inputs with a 2-D block are implemented")
-    bh, bw = block
+    x, (bh, bw), crops = _block_4d(ctx)
     nb, h, w, c = x.shape
     n = nb // (bh * bw)
     y = x.reshape(bh, bw, n, h, w, c).transpose(2, 3, 0, 4, 1, 5).reshape(n, h * bh, w * bw, c)
     (ct, cb), (cl, cr) = crops
-    return [np.ascontiguousarray(y[:, ct:h * bh - cb, cl:w * bw - cr, :])]
+    return [np.ascontiguousarray(_input_rank(ctx, y[:, ct:h * bh - cb, cl:w * bw - cr, :]))]
 
 
 def _resize_flags(ctx: OpContext) -> tuple[bool, bool]:
