@@ -460,12 +460,32 @@ def _scatter(products: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, 
     return acc[(slice(None), *(slice(p, p + o) for p, o in zip(pads, out, strict=True)))]
 
 
+def exact_dtype(bound: float) -> type:
+    """float32 for integer sums whose magnitudes stay below ``bound`` < 2^24 (exact there, and
+    BLAS runs it many times faster), else float64 (exact below 2^53)."""
+    return np.float32 if bound < 2.0**24 else np.float64
+
+
+def _tap_matrix(ctx: OpContext, taps: np.ndarray, q_w: Quant | None, x_dtype: np.dtype) -> np.ndarray:
+    """Weights ``[*kernel, O, I]`` as the ``[I, taps·O]`` GEMM operand: float32 for float
+    activations (LiteRT's kernels sum in float32 too) and wherever every output sum is exact
+    there (``max|x − zp_in| · Σ_{taps, I} |w[c]| < 2^24``), else float64 (exact below 2^53)."""
+    matrix = _matrix(ctx, taps, q_w, (-1, taps.shape[-1]))  # [taps·O, I], weight zero point removed
+    if x_dtype.kind == "f":
+        span = 255 if taps.dtype.kind in "iu" else None  # hybrid: the input quantized to int8 at run time
+    else:
+        span = int(np.iinfo(x_dtype).max) - int(np.iinfo(x_dtype).min)
+    per_channel = np.abs(matrix).reshape(-1, taps.shape[-2], taps.shape[-1]).sum(axis=(0, 2))
+    dtype = np.float32 if span is None else exact_dtype(span * float(per_channel.max(initial=0.0)))
+    return np.ascontiguousarray(matrix.T.astype(dtype))
+
+
 def _transposed(ctx: OpContext, taps: np.ndarray, kernel: tuple[int, ...], strides: tuple[int, ...],
                 dilations: tuple[int, ...]) -> np.ndarray:
     """A transposed convolution (TRANSPOSE_CONV, CONV_3D_TRANSPOSE): output shape from input 0,
     weights ``taps`` as ``[*kernel, O, I]``, data input 2, optional bias input 3.
 
-    Float: float64 sums, bias, fused activation.  Hybrid (int8 weights, float activations): as
+    Float: float32 sums (as LiteRT's), bias, fused activation.  Hybrid (int8 weights, float activations): as
     LiteRT's, the input quantized per batch item (:func:`_hybrid_input`).  Integer (as LiteRT's reference kernels): exact
     sums of ``(x − zp_in)·(w − zp_w)``, bias, requantized per output channel (int64 sums for
     16-bit activations)."""
@@ -483,13 +503,14 @@ def _transposed(ctx: OpContext, taps: np.ndarray, kernel: tuple[int, ...], strid
         raise ctx.error("integer tensors without quantization parameters")
     matrix = ctx.cache.get("taps")
     if matrix is None:
-        matrix = _matrix(ctx, taps, q_w if integer else None, (-1, depth)).T  # [I, taps·O]
+        matrix = _tap_matrix(ctx, taps, q_w if integer else None, x.dtype)
         if ctx.in_value(1).const is not None:
             ctx.cache["taps"] = matrix
     if hybrid:
         shifted, factor = _hybrid_input(ctx, 2)
+        shifted = shifted.astype(matrix.dtype)
     else:
-        shifted = _shifted_input(x, q_in if integer else None, np.float64)
+        shifted = _shifted_input(x, q_in if integer else None, matrix.dtype.type)
     products = (shifted.reshape(-1, depth) @ matrix).reshape(*x.shape[:-1], *kernel, channels)
     pads = _same_pads(out_shape[1:-1], kernel, strides, dilations, int(ctx.attr("padding", PAD_SAME)))
     acc = _scatter(products, kernel, strides, dilations, pads, out_shape[1:-1])
@@ -544,7 +565,7 @@ def conv_3d_transpose(ctx: OpContext) -> list[np.ndarray]:
 @kernel("CONV_3D")
 def conv_3d(ctx: OpContext) -> list[np.ndarray]:
     """CONV_3D (NDHWC input, [KD, KH, KW, I, O] weights, optional bias), float as LiteRT's
-    reference kernel: zero padding, one im2col GEMM in float64, bias, fused activation."""
+    reference kernel: zero padding, one im2col GEMM (float32, as LiteRT sums), bias, fused activation."""
     x, w = ctx.x(0), ctx.x(1)
     if ctx.out_dtype().kind != "f" or x.dtype.kind != "f":
         raise ctx.error("only float32 is implemented (as LiteRT's reference kernel)")
@@ -560,16 +581,16 @@ def conv_3d(ctx: OpContext) -> list[np.ndarray]:
             for i, k, s, d, o in zip(spatial, kernel_size, strides, dilations, out, strict=True)]
     canvas = [max((o - 1) * s + (k - 1) * d + 1, i + p)
               for o, s, k, d, i, p in zip(out, strides, kernel_size, dilations, spatial, pads, strict=True)]
-    xp = np.zeros((x.shape[0], *canvas, x.shape[4]), np.float64)
+    xp = np.zeros((x.shape[0], *canvas, x.shape[4]), np.float32)
     xp[(slice(None), *(slice(p, p + i) for p, i in zip(pads, spatial, strict=True)))] = x
-    columns = np.empty((x.shape[0], *out, int(np.prod(kernel_size)), x.shape[4]), np.float64)
+    columns = np.empty((x.shape[0], *out, int(np.prod(kernel_size)), x.shape[4]), np.float32)
     for t, tap in enumerate(np.ndindex(*kernel_size)):
         columns[:, :, :, :, t] = xp[(slice(None), *(slice(k * d, k * d + (o - 1) * s + 1, s) for k, d, o, s
                                                      in zip(tap, dilations, out, strides, strict=True)))]
-    acc = columns.reshape(-1, columns.shape[-2] * columns.shape[-1]) @ w.reshape(-1, w.shape[4]).astype(np.float64)
+    acc = columns.reshape(-1, columns.shape[-2] * columns.shape[-1]) @ w.reshape(-1, w.shape[4]).astype(np.float32)
     if ctx.has(2):
-        acc += ctx.x(2).astype(np.float64)
-    return [apply_activation(ctx, acc.reshape(x.shape[0], *out, w.shape[4]).astype(np.float32), ctx.out_dtype())]
+        acc += ctx.x(2).astype(np.float32)
+    return [apply_activation(ctx, acc.reshape(x.shape[0], *out, w.shape[4]), ctx.out_dtype())]
 
 
 # -- prepare checks of the transposed and 3-D convolutions --------------------------------------------
@@ -750,8 +771,10 @@ def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
         acc = np.einsum("nhwtc,tc->nhwc", taps, w.reshape(kh * kw, channels).astype(np.float64))
     else:
         channels, kh, kw, depth = w.shape
-        taps, oh, ow = _windows(shifted, kh, kw, sh, sw, dh, dw, padding)
-        acc = taps.reshape(-1, kh * kw * depth) @ w.reshape(channels, -1).T.astype(np.float64)
+        matrix = w.reshape(channels, -1).T
+        dtype = exact_dtype(255.0 * float(np.abs(matrix.astype(np.int64)).sum(axis=0).max(initial=0)))
+        taps, oh, ow = _windows(shifted.astype(dtype), kh, kw, sh, sw, dh, dw, padding)
+        acc = taps.reshape(-1, kh * kw * depth) @ matrix.astype(dtype)
     acc = np.rint(acc).reshape(n, oh, ow, channels)
     if per_tensor:
         scale = (factor * np.float32(q_w.s)).astype(np.float32).reshape(-1, 1, 1, 1)

@@ -7,7 +7,8 @@ broadcast.  Integer maths::
     acc = Σ_k (x − zp_x)·(y − zp_y)                 int32 (int8), int64 (int16)
     out = clamp(MBQM(acc, m, shift) + zp_out)         M = float32(s_x·s_y) / s_out
 
-The sums run as one float64 ``matmul`` (exact: every sum is an integer below 2^53) and
+The sums run as one ``matmul``, in float32 where every sum stays below 2^24, else in
+float64 (exact integers either way), and
 the int32 accumulator wraps as C's does; int16 operands use the int64 requantization.
 Cost: O(batch·rows·depth·columns).
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import OpContext, kernel
-from .conv import legacy_multiplier, quantized_rows, requantize
+from .conv import exact_dtype, legacy_multiplier, quantized_rows, requantize
 from .prepare import OpCheck, Shape, prepare_rule
 
 #: LiteRT's BATCH_MATMUL handles operands up to rank 5 (3 batch dims)
@@ -39,7 +40,7 @@ def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
             return [_hybrid(ctx, a, b)]
         if a.dtype.kind != "f" or b.dtype.kind != "f":
             raise ctx.error(f"{a.dtype} and {b.dtype} operands with a float output are not implemented")
-        return [np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(dtype)]
+        return [np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(dtype)]
     q_a, q_b, q_out = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
     if q_a is None or q_b is None or q_out is None:
         raise ctx.error("integer tensors without quantization parameters")
@@ -48,7 +49,9 @@ def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
     params = ctx.cache.get("multiplier")
     if params is None:
         params = ctx.cache["multiplier"] = legacy_multiplier(q_a.s, q_b, q_out.s, 1)
-    acc = np.matmul(a.astype(np.float64) - q_a.zp, b.astype(np.float64) - q_b.zp)
+    spans = [max(q.zp - int(np.iinfo(v.dtype).min), int(np.iinfo(v.dtype).max) - q.zp) for q, v in ((q_a, a), (q_b, b))]
+    dtype = exact_dtype(float(spans[0] * spans[1] * a.shape[-1]))
+    acc = np.matmul(a.astype(dtype) - dtype(q_a.zp), b.astype(dtype) - dtype(q_b.zp))
     kind = "int64" if a.dtype == np.int16 else "int32"
     return [requantize(ctx, np.rint(acc).astype(np.int64), *params, ctx.rounding, kind)]
 
@@ -65,7 +68,8 @@ def _hybrid(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     q, factor, offset = quantized_rows(rows, bool(ctx.attr("asymmetric_quantize_inputs", False)))
     weights = b.astype(np.int64)
     q = q.reshape(a.shape)
-    dot = np.matmul(q.astype(np.float64), weights.astype(np.float64))
+    dtype = exact_dtype(255.0 * float(np.abs(weights).sum(axis=-2).max(initial=0)))
+    dot = np.matmul(q.astype(dtype), weights.astype(dtype)).astype(np.float64)
     dot -= offset.reshape(*a.shape[:-1], 1) * weights.sum(axis=-2, keepdims=True)
     sb = np.broadcast_to(q_b.scale.astype(np.float32).reshape(-1), (b.shape[-1],))
     scale = (factor.reshape(*a.shape[:-1], 1) * sb).astype(np.float32)
