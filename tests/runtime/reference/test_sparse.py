@@ -92,6 +92,14 @@ def test_densify_blocks_and_column_major_traversal() -> None:
     np.testing.assert_array_equal(got, [[0, 0, 6], [5, 0, 7]])
 
 
+def test_densify_positions_past_short_segments_have_no_values() -> None:
+    """LiteRT visits a CSR level from position p only when p + 1 is inside array_segments."""
+    form = SparseForm((0, 1), (), (DimMetadata("DENSE", 3), _csr([0, 1], [2])))
+    np.testing.assert_array_equal(densify(form, np.asarray([7], np.int8), (3, 3)), [[0, 0, 7], [0, 0, 0], [0, 0, 0]])
+    empty = SparseForm((0, 1), (), (DimMetadata("DENSE", 3), _csr([], [])))
+    assert not densify(empty, np.zeros(0, np.int8), (3, 3)).any()
+
+
 @pytest.mark.parametrize(("form", "message"), [
     (SparseForm((0, 1), (), (DimMetadata("DENSE", 2), _csr([0, 1, 2], [0, 7]))), "outside dimension 1"),
     (SparseForm((0, 1), (), (DimMetadata("DENSE", 2), _csr([0, 3, 2], [0, 1, 1]))), "non-decreasing"),

@@ -152,11 +152,11 @@ def densify(form: SparseForm, stored: np.ndarray, shape: tuple[int, ...], where:
         seg, idx = dm.segments, dm.indices
         if np.any(seg < 0) or np.any(np.diff(seg) < 0):
             raise ValueError(f"{where}: array_segments of dimension {level} are not a non-decreasing count")
-        has = position + 1 < len(seg)
-        last = max(len(seg) - 1, 0)
-        start = np.where(has, seg[np.minimum(position, last)] if len(seg) else 0, 0)
-        stop = np.where(has, seg[np.minimum(position + 1, last)] if len(seg) else 0, 0)
-        stop = np.minimum(stop, len(idx))  # entries past array_indices are skipped
+        has = position + 1 < len(seg)  # a position past the segments has no children
+        safe = np.where(has, position, 0)
+        bounds = np.append(seg, np.zeros(2, np.int64))  # readable at safe and safe + 1
+        start = np.where(has, bounds[safe], 0)
+        stop = np.where(has, np.minimum(bounds[safe + 1], len(idx)), 0)  # entries past array_indices: skipped
         count = np.maximum(stop - start, 0)
         parent = np.repeat(np.arange(len(position)), count)
         offsets = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
