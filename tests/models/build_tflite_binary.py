@@ -10,7 +10,8 @@ Models (``<model>_<mode>``):
   POW (float), SQUARED_DIFFERENCE, the six comparisons, LOGICAL_AND/OR/NOT (rank 4 against
   rank 3, and scalar constants); SELECT (float) — both operands variable and one constant;
 * ``integers_float``: the same operators on int32 and int64 tensors (odd divisors, so never
-  zero; small exponents), and CAST between float32, int32, int64, bool, int16 and int8;
+  zero; small exponents), FLOOR_DIV on int16, FLOOR_MOD on int8, LESS on int16, and CAST
+  between float32, int32, int64, bool, int16 and int8;
 * ``activations_int16x8``: ADD, SUB, MUL (broadcast and not), LOGISTIC, TANH, SOFTMAX, RELU,
   RELU6, MAXIMUM, MINIMUM with int16 activations, QUANTIZE from float and DEQUANTIZE to float at
   the edges (float inputs and outputs) — the converter has no 16x8 comparison, logical, select
@@ -35,7 +36,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 4
+BUILDER_VERSION = 5
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -113,6 +114,9 @@ def _integers() -> tuple[Any, Sequence[Spec]]:
             "bool_to_float": tf.cast(tf.cast(i, tf.bool), tf.float32),
             "narrow": tf.cast(tf.cast(tf.cast(i * 7, tf.int8), tf.int16) * 300, tf.int32),
             "to_int8": tf.cast(tf.cast(wide * 5, tf.int16), tf.int8),
+            "floordiv16": tf.math.floordiv(tf.cast(i * 300, tf.int16), tf.cast(odd, tf.int16)),
+            "floormod8": tf.math.floormod(tf.cast(i, tf.int8), tf.cast(odd, tf.int8)),
+            "less16": tf.cast(tf.less(tf.cast(i, tf.int16), tf.cast(odd, tf.int16)), tf.int32),
             "int64_to_float": tf.cast(wide * 3, tf.float32),
         }
 
