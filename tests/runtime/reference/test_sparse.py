@@ -74,7 +74,7 @@ def test_written_file_keeps_the_sparse_form(name: str, tmp_path: Path) -> None:
 
 
 def _csr(segments: list[int], indices: list[int]) -> DimMetadata:
-    return DimMetadata("SPARSE_CSR", 0, np.asarray(segments), np.asarray(indices), "int32", "int32")
+    return DimMetadata("SPARSE_CSR", 0, np.asarray(segments, np.int64), np.asarray(indices, np.int64), "int32", "int32")
 
 
 def test_densify_blocks_and_column_major_traversal() -> None:
