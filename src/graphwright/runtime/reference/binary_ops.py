@@ -336,6 +336,8 @@ def _select(op: OpCheck) -> list[Shape]:
     cond, x, y = op.shape(0), op.shape(1), op.shape(2)
     if cond is None or x is None or y is None:
         return [None]
+    if all(math.prod(s) == 1 for s in (cond, x, y)):
+        return [None]  # one element each: LiteRT keeps the output's own shape
     if x != y:
         raise op.fail(f"operands of shapes {list(x)} and {list(y)} differ (SELECT does not broadcast)")
     if cond != x and not (cond == () or (len(cond) == 1 and x and cond[0] == x[0])):

@@ -24,7 +24,7 @@ they run again); unary 8-bit operators likewise through a 256-entry table
 16x8 (int16 activations, zero points 0), as LiteRT's int16 kernels:
 
 * ADD/SUB: the 8-bit formula with a left shift of 15; or, with ``pot_scale_int16`` (the
-  schema's default) and every scale a power of two, ``clamp(RDBPOT(x1, −s1) ± RDBPOT(x2, −s2))``
+  schema's default in the operator's options) and every scale a power of two, ``clamp(RDBPOT(x1, −s1) ± RDBPOT(x2, −s2))``
   with ``s_i = log2(s_i) − log2(s_out)`` (one of them 0, the other ≤ 0);
 * MUL: the 8-bit formula; int16 x int16 -> 8-bit: the Q0.15 product, ``RDBPOT(·, 8) + zp_out``;
 * LOGISTIC/TANH: the input rescaled to 1/(3·4096), a 256-entry sigmoid table interpolated on
@@ -123,14 +123,14 @@ def _symmetric(ctx: OpContext, *quants: Quant) -> None:
 
 
 def _add_sub_int16(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarray:
-    """16x8 ADD/SUB, as LiteRT picks: with ``pot_scale_int16`` (the schema's default) and every
-    scale a power of two, the operand of the larger scale divided by ``2^(its log2 − the
+    """16x8 ADD/SUB, as LiteRT picks: with ``pot_scale_int16`` set (the schema's default when the
+    operator has options; without options LiteRT leaves it false) and every scale a power of two, the operand of the larger scale divided by ``2^(its log2 − the
     output's)`` (rounding half away), added to (subtracted from) the other and clamped; else the
     8-bit formula with a left shift of 15 (module docstring).  Zero points must be 0."""
     q1, q2, qo = _quants(ctx, 0, 1)
     _symmetric(ctx, q1, q2, qo)
     logs = [_checked_log2(q.s) for q in (q1, q2, qo)]
-    if ctx.attr("pot_scale_int16", True) is False or None in logs:
+    if ctx.attr("pot_scale_int16") is not True or None in logs:
         return _add_sub_q(ctx, a, b, sign, 15)
     s1, s2 = logs[0] - logs[2], logs[1] - logs[2]  # type: ignore[operator]
     if 0 not in (s1, s2) or max(s1, s2) > 0:
@@ -353,7 +353,7 @@ _SIGMOID_TABLE_UP = (4, 8, 12, 14, 15, 16, 17, 19, 20, 21, 22, 25, 27, 28, 29, 3
                      43, 44, 45, 46, 49, 50, 54, 62, 63, 64, 66, 82, 86, 93, 100, 103, 112, 116, 135, 255)
 
 
-def _int16_input_rescale(ctx: OpContext, qi: Quant, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
+def _int16_input_rescale(qi: Quant, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
     """(multiplier, right shift) that bring int16 LOGISTIC/TANH inputs to the table's scale
     1/(3·4096): for a power-of-two input scale whose shift ``12 + log2(s_in)`` is in
     ``pot_shifts``, ``3·2^shift`` and no shift; else ``s_in·3·4096`` doubled until it exceeds
@@ -376,7 +376,7 @@ def _sigmoid_tanh_int16(ctx: OpContext, x: np.ndarray, tanh: bool) -> np.ndarray
     _symmetric(ctx, qi, qo)
     if _checked_log2(qo.s) != -15:
         raise ctx.error(f"int16 output scale {qo.s} is not 2^-15, which LiteRT's int16 kernel requires")
-    multiplier, shift = _int16_input_rescale(ctx, qi, (0, 1) if tanh else (0,))
+    multiplier, shift = _int16_input_rescale(qi, (0, 1) if tanh else (0,))
     table = ctx.cache.get("sigmoid_table")
     if table is None:
         table = ctx.cache["sigmoid_table"] = _sigmoid_table()
