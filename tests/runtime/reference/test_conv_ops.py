@@ -22,7 +22,7 @@ from graphwright.runtime.reference.fixedpoint import multiply_by_quantized_multi
 from tests.models import ModelInfo, get_model
 from tests.models.build_tflite_conv import NAMES
 
-from ._oracle import assert_matches_reference
+from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
@@ -187,6 +187,15 @@ def test_variants_the_converter_does_not_emit_match_litert_reference(name: str, 
     mutate(model)
     gw.save(model, tmp_path / "variant.tflite")
     assert assert_matches_reference(replace(info, path=tmp_path / "variant.tflite")) > 0
+
+
+def test_16x8_depthwise_with_an_int32_bias_is_refused_as_litert_refuses_it() -> None:
+    info = _model("convs_int16x8")
+    model = gw.load(info.path)
+    bias = _first(model, "DEPTHWISE_CONV_2D").inputs[2]
+    bias.const, bias.dtype = Tensor.from_numpy(bias.const.numpy().astype(np.int32)), DType.INT32
+    with pytest.raises(VerificationError, match=r"DEPTHWISE_CONV_2D .*needs an int64 bias, not int32"):
+        Interpreter(model).run(feeds_for(info, 2))
 
 
 def test_int64_requantization_reduces_the_multiplier_to_15_bits() -> None:

@@ -361,6 +361,8 @@ def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     mult = co // ci
     if x.dtype.kind == "f" and w.dtype == np.int8:
         return [_hybrid_conv(ctx, w, depthwise=True)]
+    if x.dtype == np.int16 and ctx.has(2) and ctx.x(2).dtype != np.int64:
+        raise ctx.error(f"a 16x8 depthwise convolution needs an int64 bias, not {ctx.x(2).dtype} (as LiteRT's)")
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (kh * kw, co)), co)
     sh, sw, dh, dw, padding = _conv_args(ctx)
     g = _geometry(x.shape, (kh, kw, co), sh, sw, dh, dw, padding)
