@@ -1,0 +1,353 @@
+"""A zoo of deployed-model shapes, converted by the real TFLiteConverter with random weights
+(randomized biases and batch-norm statistics), for the reference interpreter to run tensor for
+tensor as LiteRT's reference kernels.  Each model exercises operators or conversion paths the
+``tflite_real`` corpus does not:
+
+* ``mobilenet_v1``: MobileNet v1 (alpha 0.25, 128x128), the classic int8 classifier;
+* ``ds_cnn``: a DS-CNN keyword spotter on a 49x10 MFCC spectrogram (what TFLite Micro runs):
+  a 10x4 strided stem, depthwise-separable blocks, average pooling, softmax;
+* ``gru_kws``: a Keras-3 GRU keyword spotter (the recurrence becomes a WHILE loop);
+* ``lstm_kws``: a tf_keras LSTM keyword spotter (fused UNIDIRECTIONAL_SEQUENCE_LSTM);
+* ``conv1d_audio``: a raw-waveform Conv1D classifier (EXPAND_DIMS/RESHAPE around CONV_2D,
+  1-D max pooling, global average pooling);
+* ``deeplab``: a DeepLabV3-style segmenter — explicit atrous convolution by SPACE_TO_BATCH_ND /
+  BATCH_TO_SPACE_ND, dilated depthwise convolutions, ASPP with image pooling, bilinear resize
+  back to the input size, per-pixel ARG_MAX;
+* ``selfie``: a MediaPipe-selfie-style segmenter — HARD_SWISH, squeeze-excite (global pool,
+  hard sigmoid, MUL), TRANSPOSE_CONV decoder, sigmoid mask;
+* ``pose``: a BlazePose-style model — an FPN-like decoder with nearest upsampling and adds,
+  a heatmap head and a keypoint regression head from the same features;
+* ``hand``: a hand-landmark-style model — 21x3 landmarks, handedness and presence scores;
+* ``vit``: a ViT-tiny — patch convolution, class token, position embedding, MultiHeadAttention,
+  LayerNorm, GELU MLP;
+* ``autoencoder``: a dense + convolutional autoencoder (nearest upsampling, sigmoid output);
+* ``batch4``: a small CNN with batch size 4;
+* ``two_inputs``: an image (float) and a category id (int32, embedded) — inputs of two dtypes;
+* ``image_ops``: tf.image preprocessing — resize with align_corners, nearest resize, crop,
+  flip, grayscale, per-image standardization;
+* ``stft``: tf.signal.stft magnitude and log-mel-like projection (RFFT2D, COMPLEX_ABS);
+* ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
+  Keras applications (weights=None) at small inputs.
+
+Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from ._info import ModelInfo
+from ._keras_common import randomize_keras_model
+from ._tflite_common import SEED, Spec, convert, info_of, mode_of
+
+BUILDER_VERSION = 1
+
+NAMES = (
+    "mobilenet_v1_float", "mobilenet_v1_int8", "mobilenet_v1_dynamic",
+    "ds_cnn_float", "ds_cnn_int8", "ds_cnn_int16x8",
+    "gru_kws_float", "gru_kws_int8", "gru_kws_dynamic",
+    "lstm_kws_float", "lstm_kws_int8", "lstm_kws_dynamic",
+    "conv1d_audio_float", "conv1d_audio_int8", "conv1d_audio_int16x8",
+    "deeplab_float", "deeplab_int8", "deeplab_int16x8",
+    "selfie_float", "selfie_int8", "selfie_float16", "selfie_int16x8",
+    "pose_float", "pose_int8", "pose_dynamic",
+    "hand_float", "hand_int8", "hand_int16x8",
+    "vit_float", "vit_int8", "vit_dynamic",
+    "autoencoder_float", "autoencoder_int8", "autoencoder_int16x8",
+    "batch4_float", "batch4_int8",
+    "two_inputs_float", "two_inputs_int8",
+    "image_ops_float", "image_ops_int8",
+    "stft_float",
+    "xception_float", "xception_int8",
+    "inception_v3_float", "inception_v3_int8",
+    "convnext_tiny_float", "convnext_tiny_int8",
+    "efficientnet_v2_b0_float", "efficientnet_v2_b0_int8",
+)
+L = keras.layers
+Made = tuple[Any, list[Spec]]
+
+
+def _conv_bn(x: keras.KerasTensor, filters: int, kernel: Any, name: str, strides: int = 1,
+             activation: str | None = "relu") -> keras.KerasTensor:
+    y = L.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False, name=f"{name}_conv")(x)
+    y = L.BatchNormalization(name=f"{name}_bn")(y)
+    return L.Activation(activation, name=f"{name}_act")(y) if activation else y
+
+
+def _separable(x: keras.KerasTensor, filters: int, name: str, strides: int = 1, dilation: int = 1,
+               activation: str = "relu") -> keras.KerasTensor:
+    y = L.DepthwiseConv2D(3, strides=strides, dilation_rate=dilation, padding="same", use_bias=False,
+                          name=f"{name}_dw")(x)
+    y = L.BatchNormalization(name=f"{name}_dw_bn")(y)
+    y = L.Activation(activation, name=f"{name}_dw_act")(y)
+    return _conv_bn(y, filters, 1, f"{name}_pw", activation=activation)
+
+
+def _mobilenet_v1() -> Made:
+    model = keras.applications.MobileNet(weights=None, alpha=0.25, input_shape=(128, 128, 3), classes=10)
+    return model, [Spec((1, 128, 128, 3))]
+
+
+def _ds_cnn() -> Made:
+    x = keras.Input((49, 10, 1), batch_size=1, name="mfcc")
+    y = _conv_bn(x, 64, (10, 4), "stem", strides=2)
+    for i in range(4):
+        y = _separable(y, 64, f"ds{i}")
+    y = L.AveragePooling2D((25, 5), name="pool")(y)
+    y = L.Flatten(name="flat")(y)
+    out = L.Softmax(name="probs")(L.Dense(12, name="logits")(y))
+    return keras.Model(x, out, name="ds_cnn"), [Spec((1, 49, 10, 1), low=-4.0, high=4.0)]
+
+
+def _gru_kws() -> Made:
+    x = keras.Input((49, 10), batch_size=1, name="mfcc")
+    y = L.GRU(24, return_sequences=True, name="gru0")(x)
+    y = L.GRU(24, name="gru1")(y)
+    out = L.Softmax(name="probs")(L.Dense(12, name="logits")(y))
+    return keras.Model(x, out, name="gru_kws"), [Spec((1, 49, 10))]
+
+
+def _lstm_kws() -> Made:
+    """tf_keras, whose LSTM the converter fuses into UNIDIRECTIONAL_SEQUENCE_LSTM (Keras 3's it does not)."""
+    import tf_keras
+
+    tl = tf_keras.layers
+    x = tf_keras.Input((49, 10), batch_size=1, name="mfcc")
+    y = tl.LSTM(24, return_sequences=True, name="lstm0")(x)
+    y = tl.LSTM(24, name="lstm1")(y)
+    out = tl.Softmax(name="probs")(tl.Dense(12, name="logits")(y))
+    model = tf_keras.Model(x, out, name="lstm_kws")
+    rng = np.random.default_rng(SEED)
+    for layer in model.layers:
+        for weight in layer.weights:
+            if "bias" in weight.name:
+                weight.assign(weight.numpy() + rng.normal(0.0, 0.1, weight.shape).astype(np.float32))
+    return model, [Spec((1, 49, 10))]
+
+
+def _conv1d_audio() -> Made:
+    x = keras.Input((1600, 1), batch_size=1, name="waveform")
+    y = x
+    for i, (filters, kernel, stride) in enumerate(((8, 40, 4), (16, 9, 1), (16, 9, 1))):
+        y = L.Conv1D(filters, kernel, strides=stride, padding="same" if i else "valid", name=f"conv{i}")(y)
+        y = L.BatchNormalization(name=f"bn{i}")(y)
+        y = L.ReLU(name=f"relu{i}")(y)
+        y = L.MaxPooling1D(4, name=f"pool{i}")(y)
+    y = L.GlobalAveragePooling1D(name="gap")(y)
+    out = L.Softmax(name="probs")(L.Dense(6, name="logits")(y))
+    return keras.Model(x, out, name="conv1d_audio"), [Spec((1, 1600, 1))]
+
+
+def _atrous(x: keras.KerasTensor, filters: int, rate: int, name: str) -> keras.KerasTensor:
+    """An atrous 3x3 convolution spelled out as DeepLab's TF1 code did: SPACE_TO_BATCH_ND, a
+    valid convolution, batch norm + ReLU, BATCH_TO_SPACE_ND (the activation between keeps the
+    converter from folding the three into one dilated CONV_2D)."""
+    pad = [[rate, rate], [rate, rate]]
+    y = L.Lambda(lambda v: tf.space_to_batch_nd(v, [rate, rate], pad), name=f"{name}_s2b")(x)
+    y = L.Conv2D(filters, 3, use_bias=False, name=f"{name}_conv")(y)
+    y = L.BatchNormalization(name=f"{name}_bn")(y)
+    y = L.ReLU(name=f"{name}_relu")(y)
+    return L.Lambda(lambda v: tf.batch_to_space(v, [rate, rate], [[0, 0], [0, 0]]), name=f"{name}_b2s")(y)
+
+
+def _deeplab() -> Made:
+    size, classes = 64, 5
+    x = keras.Input((size, size, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 16, 3, "stem", strides=2)
+    y = _separable(y, 24, "enc0", strides=2)
+    y = _separable(y, 32, "enc1", strides=2)                 # 8x8, output stride 8
+    y = _separable(y, 32, "enc2", dilation=2)                 # dilated depthwise
+    branches = [_conv_bn(y, 32, 1, "aspp0"), _atrous(y, 32, 2, "aspp1"), _atrous(y, 32, 4, "aspp2")]
+    pooled = L.GlobalAveragePooling2D(keepdims=True, name="aspp_pool")(y)
+    pooled = _conv_bn(pooled, 32, 1, "aspp_pool_proj")
+    branches.append(L.UpSampling2D(8, interpolation="bilinear", name="aspp_pool_up")(pooled))
+    y = _conv_bn(L.Concatenate(name="aspp_cat")(branches), 32, 1, "aspp_proj")
+    logits = L.Conv2D(classes, 1, name="logits")(y)
+    logits = L.Resizing(size, size, interpolation="bilinear", name="upsample")(logits)
+    labels = L.Lambda(lambda v: tf.argmax(v, axis=-1, output_type=tf.int32), name="labels")(logits)
+    return keras.Model(x, [logits, labels], name="deeplab"), [Spec((1, size, size, 3), low=0.0)]
+
+
+def _squeeze_excite(x: keras.KerasTensor, name: str) -> keras.KerasTensor:
+    channels = int(x.shape[-1])
+    s = L.GlobalAveragePooling2D(keepdims=True, name=f"{name}_pool")(x)
+    s = L.Conv2D(max(channels // 4, 8), 1, activation="relu", name=f"{name}_reduce")(s)
+    s = L.Conv2D(channels, 1, activation="hard_sigmoid", name=f"{name}_expand")(s)
+    return L.Multiply(name=f"{name}_scale")([x, s])
+
+
+def _selfie() -> Made:
+    x = keras.Input((64, 64, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 16, 3, "stem", strides=2, activation="hard_swish")
+    skips = []
+    for i, filters in enumerate((16, 24, 32)):
+        skips.append(y)
+        y = _separable(y, filters, f"enc{i}", strides=2, activation="hard_swish")
+        y = _squeeze_excite(y, f"se{i}")
+    for i, filters in zip((2, 1, 0), (24, 16, 16)):
+        y = L.Conv2DTranspose(filters, 2, strides=2, name=f"up{i}")(y)
+        y = L.Add(name=f"skip{i}")([y, _conv_bn(skips[i], filters, 1, f"lat{i}", activation=None)])
+        y = L.Activation("hard_swish", name=f"dec{i}_act")(y)
+    y = L.Conv2DTranspose(1, 2, strides=2, name="head")(y)
+    return keras.Model(x, L.Activation("sigmoid", name="mask")(y), name="selfie"), [Spec((1, 64, 64, 3), low=0.0)]
+
+
+def _pose() -> Made:
+    keypoints = 17
+    x = keras.Input((64, 64, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 16, 3, "stem", strides=2)
+    feats = []
+    for i, filters in enumerate((24, 32, 48)):
+        y = _separable(y, filters, f"enc{i}", strides=2)
+        feats.append(y)                                        # 16x16, 8x8, 4x4
+    top = _conv_bn(feats[2], 32, 1, "lat2")
+    for i in (1, 0):
+        up = L.UpSampling2D(2, name=f"up{i}")(top)
+        top = L.Add(name=f"fpn{i}")([up, _conv_bn(feats[i], 32, 1, f"lat{i}")])
+    heatmap = L.Conv2D(keypoints, 3, padding="same", activation="sigmoid", name="heatmap")(top)
+    r = _separable(feats[2], 64, "reg", strides=2)
+    r = L.Flatten(name="reg_flat")(r)
+    coords = L.Reshape((keypoints, 4), name="coords")(L.Dense(keypoints * 4, name="reg_fc")(r))
+    presence = L.Dense(1, activation="sigmoid", name="presence")(L.GlobalAveragePooling2D(name="gap")(feats[2]))
+    return keras.Model(x, [heatmap, coords, presence], name="pose"), [Spec((1, 64, 64, 3), low=0.0)]
+
+
+def _hand() -> Made:
+    x = keras.Input((64, 64, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 16, 3, "stem", strides=2, activation="relu6")
+    for i, filters in enumerate((24, 32, 48, 64)):
+        shortcut = y
+        y = _separable(y, filters, f"b{i}", strides=2, activation="relu6")
+        shortcut = L.MaxPooling2D(2, name=f"b{i}_pool")(shortcut)
+        shortcut = L.Conv2D(filters, 1, name=f"b{i}_proj")(shortcut)
+        y = L.Add(name=f"b{i}_add")([y, shortcut])
+    flat = L.Flatten(name="flat")(y)
+    landmarks = L.Dense(21 * 3, name="landmarks")(flat)
+    handedness = L.Dense(1, activation="sigmoid", name="handedness")(flat)
+    presence = L.Dense(1, activation="sigmoid", name="presence")(flat)
+    return keras.Model(x, [landmarks, handedness, presence], name="hand"), [Spec((1, 64, 64, 3), low=0.0)]
+
+
+class _ClassToken(L.Layer):
+    """Prepends a learned class token and adds a learned position embedding."""
+
+    def build(self, shape: tuple[int, ...]) -> None:
+        self.token = self.add_weight(shape=(1, 1, shape[-1]), initializer="random_normal")
+        self.position = self.add_weight(shape=(1, shape[1] + 1, shape[-1]), initializer="random_normal")
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        token = tf.broadcast_to(self.token, (tf.shape(x)[0], 1, x.shape[-1]))
+        return tf.concat([token, x], axis=1) + self.position
+
+
+def _vit() -> Made:
+    width, heads = 32, 4
+    x = keras.Input((32, 32, 3), batch_size=1, name="image")
+    y = L.Conv2D(width, 8, strides=8, name="patches")(x)          # 4x4 patches
+    y = L.Reshape((16, width), name="tokens")(y)
+    y = _ClassToken(name="class_token")(y)
+    for b in range(2):
+        h = L.LayerNormalization(epsilon=1e-6, name=f"ln{b}a")(y)
+        y = L.Add(name=f"res{b}a")([y, L.MultiHeadAttention(heads, width // heads, name=f"attn{b}")(h, h)])
+        h = L.LayerNormalization(epsilon=1e-6, name=f"ln{b}b")(y)
+        h = L.Dense(2 * width, activation="gelu", name=f"mlp{b}a")(h)
+        y = L.Add(name=f"res{b}b")([y, L.Dense(width, name=f"mlp{b}b")(h)])
+    cls = L.Lambda(lambda v: v[:, 0], name="cls")(L.LayerNormalization(epsilon=1e-6, name="ln_out")(y))
+    return keras.Model(x, L.Dense(10, name="head")(cls), name="vit"), [Spec((1, 32, 32, 3))]
+
+
+def _autoencoder() -> Made:
+    x = keras.Input((28, 28, 1), batch_size=1, name="image")
+    y = L.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="enc0")(x)      # 14x14
+    y = L.Conv2D(16, 3, strides=2, padding="same", activation="relu", name="enc1")(y)     # 7x7
+    code = L.Dense(16, activation="tanh", name="code")(L.Flatten(name="flat")(y))
+    y = L.Reshape((7, 7, 16), name="unflat")(L.Dense(7 * 7 * 16, activation="relu", name="dec_fc")(code))
+    y = L.Conv2D(8, 3, padding="same", activation="relu", name="dec0")(L.UpSampling2D(2, name="up0")(y))
+    y = L.Conv2D(1, 3, padding="same", activation="sigmoid", name="dec1")(L.UpSampling2D(2, name="up1")(y))
+    return keras.Model(x, [y, code], name="autoencoder"), [Spec((1, 28, 28, 1), low=0.0)]
+
+
+def _batch4() -> Made:
+    x = keras.Input((24, 24, 3), batch_size=4, name="images")
+    y = _conv_bn(x, 16, 3, "c0", strides=2)
+    y = _separable(y, 24, "c1", strides=2)
+    y = L.MaxPooling2D(2, name="pool")(y)
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    out = L.Softmax(name="probs")(L.Dense(7, name="logits")(y))
+    return keras.Model(x, out, name="batch4"), [Spec((4, 24, 24, 3))]
+
+
+def _two_inputs() -> Made:
+    image = keras.Input((32, 32, 3), batch_size=1, name="image")
+    category = keras.Input((1,), batch_size=1, dtype="int32", name="category")
+    y = _conv_bn(image, 16, 3, "c0", strides=2)
+    y = _separable(y, 32, "c1", strides=2)
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    e = L.Flatten(name="embed_flat")(L.Embedding(20, 8, name="embed")(category))
+    y = L.Concatenate(name="join")([y, e])
+    out = L.Dense(4, name="logits")(L.Dense(16, activation="relu", name="fc")(y))
+    return keras.Model([image, category], out, name="two_inputs"), [Spec((1, 32, 32, 3), low=0.0),
+                                                                    Spec((1, 1), "int32", 0, 20)]
+
+
+def _image_ops() -> Made:
+    def preprocess(x: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        big = tf.compat.v1.image.resize_bilinear(x, (61, 61), align_corners=True)
+        near = tf.compat.v1.image.resize_nearest_neighbor(x, (20, 20), half_pixel_centers=True)
+        crop = tf.image.crop_to_bounding_box(big, 5, 7, 48, 40)
+        flipped = tf.image.flip_left_right(crop)
+        gray = tf.image.rgb_to_grayscale(flipped)
+        standard = tf.image.per_image_standardization(near)
+        small = tf.compat.v1.image.resize_bilinear(gray, (24, 20), align_corners=False, half_pixel_centers=True)
+        return small, standard, tf.image.flip_up_down(near)
+
+    return preprocess, [Spec((1, 40, 40, 3), low=0.0)]
+
+
+def _stft() -> Made:
+    mel = np.random.default_rng(SEED).uniform(0.0, 1.0, (33, 10)).astype(np.float32)
+
+    def spectrogram(x: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        magnitude = tf.abs(tf.signal.stft(x, frame_length=64, frame_step=32, fft_length=64))
+        return magnitude, tf.math.log(tf.matmul(magnitude, mel) + 1e-6)
+
+    return spectrogram, [Spec((1, 512))]
+
+
+_APPLICATIONS = {
+    "xception": (keras.applications.Xception, (71, 71, 3)),
+    "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
+    "convnext_tiny": (keras.applications.ConvNeXtTiny, (32, 32, 3)),
+    "efficientnet_v2_b0": (keras.applications.EfficientNetV2B0, (32, 32, 3)),
+}
+
+_MAKERS: dict[str, Callable[[], Made]] = {
+    "mobilenet_v1": _mobilenet_v1, "ds_cnn": _ds_cnn, "gru_kws": _gru_kws, "lstm_kws": _lstm_kws,
+    "conv1d_audio": _conv1d_audio, "deeplab": _deeplab, "selfie": _selfie, "pose": _pose, "hand": _hand,
+    "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
+    "image_ops": _image_ops, "stft": _stft,
+}
+
+
+def _application(kind: str) -> Made:
+    make, shape = _APPLICATIONS[kind]
+    return make(weights=None, input_shape=shape, classes=10), [Spec((1, *shape), low=0.0)]
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    keras.utils.set_random_seed(SEED)
+    kind, mode = name[: -len(mode_of(name)) - 1], mode_of(name)
+    model, specs = _MAKERS[kind]() if kind in _MAKERS else _application(kind)
+    randomized = randomize_keras_model(model, SEED) if isinstance(model, keras.Model) else {}
+    # 16x8 as people convert it: what the converter cannot make 16x8 stays float between
+    # DEQUANTIZE and QUANTIZE
+    ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
+           tf.lite.OpsSet.TFLITE_BUILTINS] if mode == "int16x8" else None
+    model_path.write_bytes(convert(model, mode, specs, ops=ops))
+    return info_of("tflite_zoo", name, model_path, reference_path, specs, randomized=randomized)
