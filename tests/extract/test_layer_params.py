@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 #: (family, model, the operators each must have recomputed)
 MODELS = [
     ("tflite_ops", "convs_int8", {"ADD", "SUB", "MUL", "AVERAGE_POOL_2D", "MEAN", "SOFTMAX", "CONCATENATION",
-                                  "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D"}),
+                                  "FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D"}),
     ("tflite_ops", "acts_int8", {"LOGISTIC", "TANH", "HARD_SWISH", "QUANTIZE", "DEQUANTIZE", "ADD", "SUB",
                                  "CONCATENATION"}),
     ("tflite_ops", "misc_int8", {"RELU", "RELU6", "MEAN", "AVERAGE_POOL_2D", "MUL", "ADD", "CONCATENATION"}),
@@ -40,7 +40,7 @@ MODELS = [
     ("tflite_math", "unary_int16x8", {"LEAKY_RELU", "GELU", "ABS", "EXP", "LOG", "RSQRT"}),
     ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH"}),
     ("tflite_reduce", "reduce_int8", {"AVERAGE_POOL_2D", "MEAN", "SUB", "REDUCE_PROD"}),
-    ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MEAN", "REDUCE_PROD"}),
+    ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "REDUCE_PROD"}),
     ("tflite_conv", "convs_int8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
     ("tflite_conv", "convs_int16x8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
     ("tflite_real", "transformer_int8", {"BATCH_MATMUL", "FULLY_CONNECTED", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
@@ -142,7 +142,7 @@ def _dequantize(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     return (scale * (x[0].astype(np.int32) - zp).astype(np.float32)).astype(out.dtype)
 
 
-def _average_pool(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+def _pool(p: Layer, x: list[np.ndarray], out: np.ndarray, average: bool) -> np.ndarray:
     (kh, kw), (sh, sw) = p["filter"], p["strides"]
     _, h, w, _ = x[0].shape
     _, oh, ow, _ = out.shape
@@ -153,8 +153,11 @@ def _average_pool(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
         for j in range(ow):
             r0, c0 = max(i * sh - top, 0), max(j * sw - left, 0)
             r1, c1 = min(i * sh - top + kh, h), min(j * sw - left + kw, w)
-            total = x[0][:, r0:r1, c0:c1, :].astype(np.int64).sum(axis=(1, 2))
-            count = (r1 - r0) * (c1 - c0)
+            window = x[0][:, r0:r1, c0:c1, :].astype(np.int64)
+            if not average:
+                y[:, i, j, :] = window.max(axis=(1, 2))
+                continue
+            total, count = window.sum(axis=(1, 2)), (r1 - r0) * (c1 - c0)
             num = np.where(total > 0, total + count // 2, total - count // 2)
             y[:, i, j, :] = np.sign(num) * (np.abs(num) // count)
     return _clamp(y, p, out.dtype)
@@ -331,7 +334,8 @@ def _hard_swish(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
 IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.ndarray]] = {
     "ADD": lambda p, x, out: _add_sub(p, x, out, 1), "SUB": lambda p, x, out: _add_sub(p, x, out, -1),
     "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
-    "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": _average_pool, "MEAN": _mean,
+    "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": lambda p, x, out: _pool(p, x, out, True),
+    "MAX_POOL_2D": lambda p, x, out: _pool(p, x, out, False), "MEAN": _mean,
     "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,

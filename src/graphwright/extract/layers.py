@@ -25,8 +25,9 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 * MUL: ``y = clamp(MBQM((x_1 − zp_1)(x_2 − zp_2), output_multiplier, output_shift) + zp_out)``.
 * SQUARED_DIFFERENCE (8-bit): ``a_i`` as ADD's with ``left_shift`` 7,
   ``y = clamp(MBQM((a_1 − a_2)², output_multiplier, output_shift) + zp_out)``.
-* AVERAGE_POOL_2D: the window, strides and padding; ``y = clamp(round_half_away(Σ x / count))``
-  over the in-image taps (input and output share their quantization).
+* AVERAGE_POOL_2D / MAX_POOL_2D: the window (``filter``), strides and padding;
+  ``y = clamp(round_half_away(Σ x / count))`` or ``clamp(max x)`` over the in-image taps
+  (input and output share their quantization).
 * MEAN: ``y = MBQM(Σ x − zp_in·n, multiplier, shift) + zp_out`` clamped to the type, with
   ``1/n`` folded into the multiplier (``n`` = ``reduced_count``), or ``same_quantization``:
   ``y = trunc(Σ x / n)``.  SUM: the same without the fold (``s_in/s_out``; the sum wraps as
@@ -339,8 +340,8 @@ def _mul(node: Node) -> Params | None:
 
 # -- pooling and reductions ------------------------------------------------------------------------
 
-@_layer("AVERAGE_POOL_2D")
-def _average_pool(node: Node) -> Params | None:
+@_layer("AVERAGE_POOL_2D", "MAX_POOL_2D")
+def _pool(node: Node) -> Params | None:
     qs = _quants(node, 0)
     if qs is None:
         return None
