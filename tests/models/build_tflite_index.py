@@ -26,7 +26,8 @@ Models (``<model>_<mode>``):
   operator tagged version 1, which BUILTIN_REF loads; its kernels dispatch on the tensor type),
   for what the converter does not emit: EMBEDDING_LOOKUP (float rows; int8 rows into float, per
   tensor and per row; uint8 rows; int64 rows), RANK, ZEROS_LIKE on float32, int32 and int64, and
-  int8 DEPTH_TO_SPACE, TILE and UNPACK (the converter leaves UNPACK float in its int8 model),
+  int8 DEPTH_TO_SPACE, TILE, UNPACK, GATHER (batch_dims 1 too) and GATHER_ND (the converter
+  leaves UNPACK, GATHER and GATHER_ND of variable params float in its int8 model),
   bool GATHER, GATHER_ND, REVERSE_V2, SLICE, UNPACK, SCATTER_ND (repeated indices or), int32
   MIRROR_PAD, SPLIT_V, WHERE on float32, and uint8 GATHER, SLICE (int64 begin and size),
   MIRROR_PAD and CONCATENATION (requantizing an input of another scale); in
@@ -50,7 +51,7 @@ from tensorflow.lite.python import schema_py_generated as fb
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 
-BUILDER_VERSION = 12
+BUILDER_VERSION = 13
 
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
@@ -302,6 +303,14 @@ def _direct_float(path: Path) -> list[Spec]:
     m.op(fb.BuiltinOperator.TILE, [image, multiples], [m.tensor("tile", (4, 2, 3, 24), np.int8, **q8)])
     m.op(fb.BuiltinOperator.UNPACK, [image], [m.tensor(f"unpack{i}", (2, 2, 8), np.int8, **q8) for i in range(3)],
          fb.BuiltinOptions.UnpackOptions, _options(fb.UnpackOptionsT, num=3, axis=-2))
+    # the converter leaves GATHER / GATHER_ND of variable int8 params float
+    m.op(fb.BuiltinOperator.GATHER, [image, ids], [m.tensor("gather_i8", (2, 2, 3, 5), np.int8, **q8)],
+         fb.BuiltinOptions.GatherOptions, _options(fb.GatherOptionsT, axis=-1))
+    rows = m.tensor("rows_per_batch", (2, 2), np.int32, np.asarray([[2, 0], [1, 1]]))
+    m.op(fb.BuiltinOperator.GATHER, [image, rows], [m.tensor("gather_batch_i8", (2, 2, 2, 8), np.int8, **q8)],
+         fb.BuiltinOptions.GatherOptions, _options(fb.GatherOptionsT, axis=2, batchDims=1))
+    cells = m.tensor("cells", (3, 2), np.int64, np.asarray([[1, 0], [0, 1], [1, 1]]))
+    m.op(fb.BuiltinOperator.GATHER_ND, [image, cells], [m.tensor("gather_nd_i8", (3, 3, 8), np.int8, **q8)])
     _bools_and_ints(m, ids)
     _legacy_uint8(m)
     # on the float input: never all zero, so never an empty output, which LiteRT's Python API cannot read

@@ -31,14 +31,21 @@ def test_every_operator_output_matches_litert_reference(name: str) -> None:
     assert assert_matches_reference(info) >= 6 * len(EXPECTED_OPS[name])
 
 
-def test_int16_outputs_are_int16_quantized() -> None:
-    """The 16x8 models really run the index and layout kernels on int16 tensors."""
-    for name in ("index_int16x8", "direct_int16x8"):
-        graph = load(get_model(FAMILY, name).path).graph
-        int16 = {node.op for node in graph if node.outputs[0].dtype.value == "int16"
-                 and node.outputs[0].quant is not None}
-        expected = set(EXPECTED_OPS[name]) - {"WHERE"}  # WHERE writes int64 coordinates
-        assert expected <= int16, f"{name}: {sorted(expected - int16)} not on int16 tensors"
+_NOT_INT8_BY_CONVERTER = {"GATHER", "GATHER_ND", "UNPACK", "WHERE"}  # left float (int8 in direct_float); WHERE: int64
+
+
+@pytest.mark.parametrize(("name", "dtype", "ops"), [
+    ("index_int8", "int8", set(EXPECTED_OPS["index_int8"]) - _NOT_INT8_BY_CONVERTER),
+    ("direct_float", "int8", {"DEPTH_TO_SPACE", "TILE", "UNPACK", "GATHER", "GATHER_ND"}),
+    ("direct_float", "uint8", {"GATHER", "SLICE", "MIRROR_PAD", "CONCATENATION"}),
+    ("index_int16x8", "int16", set(EXPECTED_OPS["index_int16x8"])),
+    ("direct_int16x8", "int16", set(EXPECTED_OPS["direct_int16x8"])),
+])
+def test_quantized_models_run_the_operators_on_quantized_tensors(name: str, dtype: str, ops: set[str]) -> None:
+    """The int8, uint8 and 16x8 kernels really run: those operators write quantized tensors of the type."""
+    graph = load(get_model(FAMILY, name).path).graph
+    quantized = {node.op for node in graph if node.outputs[0].dtype.value == dtype and node.outputs[0].quant is not None}
+    assert ops <= quantized, f"{name}: {sorted(ops - quantized)} not on {dtype} tensors"
 
 
 def _run_with(name: str, input_name: str, value: int) -> None:
