@@ -429,7 +429,7 @@ def _relu(node: Node) -> Params | None:
     if qs is None:
         return None
     q_in, q_out = qs
-    params = _rescale(node, float(np.float32(q_in.s) / np.float32(q_out.s)))
+    params = _rescale(node, _f32(q_in.s, over=q_out.s))
     assert params is not None
     bounds = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}[node.op]
     tmin, tmax = (int(v) for v in (np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max))
