@@ -34,7 +34,8 @@ Models (``<model>_<mode>``):
   both, EXPAND_DIMS and SQUEEZE (the converter writes RESHAPE); in int16: REVERSE_SEQUENCE (batch
   axis before and after the sequence axis), EMBEDDING_LOOKUP, GATHER with int16 indices, UNPACK,
   SPLIT, PADV2 (an int16 value), TILE, CONCATENATION of an input of another scale (copied, as
-  LiteRT does: it requantizes uint8 only).  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16 kernel in LiteRT.
+  LiteRT does: it requantizes uint8 only).  DEPTH_TO_SPACE and SPACE_TO_DEPTH have no int16
+  kernel in LiteRT.
 """
 
 from __future__ import annotations
@@ -56,8 +57,7 @@ BUILDER_VERSION = 13
 NAMES = ("index_float", "index_int8", "index_int16x8", "direct_float", "direct_int16x8")
 FAMILY = "tflite_index"
 
-_LAYOUT = ("RESHAPE", "PAD", "CONCATENATION", "TRANSPOSE", "STRIDED_SLICE",
-           "PACK", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
+_LAYOUT = ("RESHAPE", "PAD", "CONCATENATION", "TRANSPOSE", "STRIDED_SLICE", "PACK", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND")
 _INDEX = ("SLICE", "SPLIT", "SPLIT_V", "UNPACK", "GATHER", "GATHER_ND", "MIRROR_PAD", "BROADCAST_TO", "FILL",
           "REVERSE_V2")
 #: what the converter cannot quantize to 16x8
@@ -75,7 +75,7 @@ EXPECTED_OPS = {
                        "EXPAND_DIMS", "TILE", "CONCATENATION"),
 }
 
-#: x: batch-2 image; v5: rank 5; then index inputs, each in the range its operator accepts
+#: h, y: batch-2 images of different ranges; v5: rank 5; then index inputs, each in the range its operator accepts
 _SPECS = (Spec((2, 6, 8, 4)), Spec((2, 6, 8, 4), low=-3.0, high=3.0), Spec((2, 3, 1, 4, 2), low=-2.0, high=2.0),
           Spec((3,), "int32", 0, 6), Spec((2,), "int64", 0, 4), Spec((2, 3), "int32", 0, 8),
           Spec((3, 2), "int32", 0, 2), Spec((2,), "int32", 0, 9), Spec((1,), "int32", 1, 12))
