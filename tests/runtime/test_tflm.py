@@ -3,9 +3,10 @@
 TFLM is a second oracle beside ``litert-ref``: the reference interpreter must agree with it
 on every operator output of the corpora (integers identical, floats within 1e-5 of the
 tensor's largest magnitude) on the all-min, all-max and seeded inputs of ``feeds_for``,
-except where TFLM's own kernels knowingly differ from LiteRT's (:data:`TFLM_DIFFERS`); a
-tensor computed from such a difference is not compared.  A model using an operator TFLM
-does not register is skipped with ``TFLM has no X``.
+except where TFLM's own kernels knowingly differ from LiteRT's (:data:`TFLM_DIFFERS`): those
+operators are held to an allowance, or not compared, and everything after them is compared on
+the model cut before them.  A model using an operator TFLM does not register is skipped with
+``TFLM has no X``; one whose types TFLM refuses, with TFLM's own message.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import numpy as np
 import pytest
 
 from graphwright.errors import BackendUnavailableError, VerificationError
+from graphwright.formats import load
 from graphwright.formats.tflite import read_model, serialize
 from graphwright.ir import DType, Graph, Model, Node, Value
 from graphwright.runtime import get_backend, prepare, run, tflm
 from graphwright.runtime.base import ModelSource, Session
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
-from tests.models import MODEL_NAMES, ModelBuildError, get_model
+from tests.models import MODEL_NAMES, ModelBuildError, ModelInfo, get_model
 from tests.runtime.reference._oracle import feeds_for
 
 needs_tflm = pytest.mark.skipif(not tflm.available(), reason="tflite-micro is not installed (the [tflm] extra)")
@@ -49,7 +51,7 @@ RTOL = 1e-5
 class Difference:
     """Where TFLM's kernel differs from LiteRT's reference kernel (which the interpreter follows)."""
 
-    applies: Callable[[Node], bool]
+    applies: Callable[[Node, list[Graph]], bool]  # (the operator, the model's graphs)
     why: str
     #: Largest |difference| allowed in the operator's own output; None: not compared at all.
     max_abs_diff: int | None
@@ -66,22 +68,28 @@ def _requantizes(node: Node) -> bool:
             and (list(x.quant.scale), list(x.quant.zero_point)) != (list(y.quant.scale), list(y.quant.zero_point)))
 
 
+def _shapes_at_run_time(node: Node, graphs: list[Graph]) -> bool:
+    """Whether a control-flow operator's subgraphs hold a tensor whose shape is known only at run time."""
+    called = [graphs[int(attr.value)] for key, attr in node.attrs.items() if key.endswith("subgraph_index")]
+    return any(v.shape is None or None in v.shape for g in called for n in g for v in n.outputs)
+
+
 #: op -> how TFLM knowingly differs (from TFLM's kernels in tensorflow/lite/micro/kernels).
 TFLM_DIFFERS: dict[str, Difference] = {
     "FULLY_CONNECTED": Difference(
-        lambda node: _quantized_out(node, DType.INT8) or _quantized_out(node, DType.INT16),
+        lambda node, graphs: _quantized_out(node, DType.INT8) or _quantized_out(node, DType.INT16),
         "TFLM's FULLY_CONNECTED requantizes int8 with two roundings (LiteRT's reference kernel: one) and "
         "16x8 with the int64 form of MultiplyByQuantizedMultiplier (15-bit multiplier; LiteRT: the 32-bit one)", 1),
     "RELU6": Difference(
-        lambda node: _quantized_out(node, node.outputs[0].dtype) and _requantizes(node),
+        lambda node, graphs: _quantized_out(node, node.outputs[0].dtype) and _requantizes(node),
         "TFLM's quantized RELU6 clamps in the input's quantization and ignores the output's", None),
     "UNIDIRECTIONAL_SEQUENCE_LSTM": Difference(
-        lambda node: _quantized_out(node, DType.INT8),
+        lambda node, graphs: _quantized_out(node, DType.INT8),
         "TFLM's integer LSTM is its own implementation (micro/kernels/lstm_eval.cc), rounding unlike LiteRT's", 1),
     "WHILE": Difference(
-        lambda node: True,
-        "TFLM computes Keras RNN loops wrongly: the sequence a loop accumulates differs from LiteRT's "
-        "(NaN with every tensor kept), and so does the model's output", None),
+        _shapes_at_run_time,
+        "TFLM has static shapes: a loop body tensor whose shape is known only when it runs (a SLICE of "
+        "computed size in Keras RNN loops) keeps the file's placeholder shape, and the loop's results are wrong", None),
 }
 
 
@@ -101,7 +109,7 @@ def _close(mine: np.ndarray, theirs: np.ndarray) -> str | None:
     return f"{np.count_nonzero(diff)} of {mine.size} elements differ (max {diff.max()})" if diff.any() else None
 
 
-def _load_or_skip(family: str, name: str) -> tuple[object, Interpreter, object]:
+def _load_or_skip(family: str, name: str) -> tuple[ModelInfo, Model, Interpreter, Session]:
     try:
         info = get_model(family, name)
     except ModelBuildError as e:
@@ -114,16 +122,17 @@ def _load_or_skip(family: str, name: str) -> tuple[object, Interpreter, object]:
             assert missing not in tflm.supported_operators(), str(e)
             pytest.skip(f"TFLM has no {missing}")
         pytest.skip(f"TFLM refuses {family}:{name}: {e}")
+    model = load(info.path)
     try:
-        interp = Interpreter(info.path)
+        interp = Interpreter(model)
     except VerificationError as e:
         pytest.skip(f"the reference interpreter cannot run {family}:{name} yet: {e}")
-    return info, interp, session
+    return info, model, interp, session
 
 
-def _known_difference(node: Node) -> Difference | None:
+def _known_difference(node: Node, graphs: list[Graph]) -> Difference | None:
     known = TFLM_DIFFERS.get(node.op)
-    return known if known is not None and known.applies(node) else None
+    return known if known is not None and known.applies(node, graphs) else None
 
 
 def _cut(path: Path, names: set[str]) -> ModelSource:
@@ -173,12 +182,12 @@ def test_reference_interpreter_matches_tflm(family: str, name: str) -> None:
     runs the model cut before those operators (their outputs fed from the reference interpreter), so
     that every other output is still compared exactly, and the operators' own outputs are held to
     their allowance on the model cut before their inputs: no difference hides another."""
-    info, interp, session = _load_or_skip(family, name)
+    info, model, interp, session = _load_or_skip(family, name)
     names = [v.name for node in interp.graph for v in node.outputs]
-    known = {node.name: d for node in interp.graph if (d := _known_difference(node)) is not None}
-    differing = {v.name for node in interp.graph if node.name in known for v in node.outputs}
+    known = {node: d for node in interp.graph if (d := _known_difference(node, model.graphs)) is not None}
+    differing = {v.name for node in interp.graph if node in known for v in node.outputs}
     rest = prepare(_cut(info.path, differing), backend="tflm") if differing else session
-    allowed = [node for node in interp.graph if node.name in known and known[node.name].max_abs_diff is not None]
+    allowed = [node for node in interp.graph if node in known and known[node].max_abs_diff is not None]
     cuts = [(prepare(_cut(info.path, fed), backend="tflm"), members) for fed, members in _isolated_groups(allowed)]
     compared = 0
     for seed in SEEDS:
@@ -193,7 +202,7 @@ def test_reference_interpreter_matches_tflm(family: str, name: str) -> None:
             pytest.skip(f"TFLM refuses {family}:{name}: {e}")
         for node in interp.graph:
             for v in node.outputs:
-                if node.name in known or v.dtype in (DType.RESOURCE, DType.VARIANT):
+                if node in known or v.dtype in (DType.RESOURCE, DType.VARIANT):
                     continue  # a known difference (below), or a handle (TFLM returns none)
                 problem = _close(np.asarray(mine[v.name]), np.asarray(theirs[v.name]))
                 assert problem is None, f"{info.name} seed {seed}: {node.op} {v.name!r}: {problem}"
@@ -206,8 +215,8 @@ def test_reference_interpreter_matches_tflm(family: str, name: str) -> None:
                     where = f"{info.name} seed {seed}: {node.op} {v.name!r}"
                     assert a.shape == b.shape and a.dtype == b.dtype, f"{where}: {_close(a, b)}"
                     worst = int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max(initial=0))
-                    limit = known[node.name].max_abs_diff
-                    assert worst <= limit, f"{where}: off by {worst}; {known[node.name].why}"
+                    limit = known[node].max_abs_diff
+                    assert worst <= limit, f"{where}: off by {worst}; {known[node].why}"
     assert compared, f"{info.name}: no tensor compared"
 
 
@@ -299,3 +308,11 @@ def test_without_tflite_micro_the_error_says_what_to_install(monkeypatch: pytest
 def test_bad_options_are_refused_before_tflm_runs(options: dict[str, object]) -> None:
     with pytest.raises(VerificationError, match=r"tflm|backend 'tflm' has no option"):
         prepare(ModelSource("tflite", data=_one_op_model("ABS")), backend="tflm", options=options)
+
+
+@needs_tflm
+@pytest.mark.skipif("hybrid_lstm_float" not in MODEL_NAMES.get("tflite_sequence", ()), reason="no hybrid LSTM model")
+def test_a_hybrid_lstm_is_refused_rather_than_run_into_nan() -> None:
+    info = get_model("tflite_sequence", "hybrid_lstm_float")
+    with pytest.raises(VerificationError, match=r"TFLM has no hybrid UNIDIRECTIONAL_SEQUENCE_LSTM \(float input"):
+        prepare(info.path, backend="tflm")

@@ -17,6 +17,8 @@ arena sized up front.  It is a second oracle beside ``litert-ref``.
   it instead.  TFLM does not survive every arena that is too small (some
   kernels crash on a failed allocation): run untrusted or unusual models with
   ``isolate=True``.
+* A hybrid LSTM (float input, 8-bit weights) is refused: TFLM has no kernel
+  for it but runs it anyway, computing NaN.
 * TFLM reports its errors by printing them; they are captured and turned into
   one-line :class:`~graphwright.errors.VerificationError` messages, e.g.
   ``TFLM has no operator LSH_PROJECTION``.
@@ -88,6 +90,12 @@ class TFLMBackend(Backend):
         self.check_options(options)
         runtime = _import_runtime(self)
         model = read_model(source.data, source.label)  # ModelLoadError on a corrupt file
+        for graph in model.graphs:
+            for node in graph:
+                if node.op in _NO_HYBRID and _hybrid(node):
+                    raise VerificationError(
+                        f"tflm cannot load {source.label}: TFLM has no hybrid {node.op} (float input, "
+                        f"8-bit weights; it computes NaN instead of refusing): {node.name!r}")
         return TFLMSession(runtime, source, model, options)
 
 
@@ -144,6 +152,17 @@ class TFLMSession(Session):
             raise VerificationError(f"tflm failed running {self._label}: {_first_lines(printed) or error}")
         return {n: np.array(interp.GetTensor(self._tensor_index[n], 0)["tensor_data"])
                 for n in names if n not in self._handles}
+
+
+#: Operators TFLM runs on float input with 8-bit weights without a hybrid kernel (garbage results).
+_NO_HYBRID = frozenset({"UNIDIRECTIONAL_SEQUENCE_LSTM"})
+
+
+def _hybrid(node: Node) -> bool:
+    """Float activations with 8-bit constant weights (LiteRT's hybrid kernels)."""
+    x, weights = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    return (x is not None and x.dtype is DType.FLOAT32 and weights is not None
+            and weights.dtype in (DType.INT8, DType.UINT8))
 
 
 def _arena_option(options: Mapping[str, Any], name: str, default: int | None) -> int | None:
