@@ -93,3 +93,14 @@ def test_a_variable_read_before_any_assignment_is_refused() -> None:
     feeds = feeds_for(get_model("tflite_control", "stateful_float"), 2)
     with pytest.raises(VerificationError, match="reads a resource variable no ASSIGN_VARIABLE has set"):
         Interpreter(model).run(feeds)
+
+
+def test_trace_and_profile_cover_the_main_graph() -> None:
+    """trace() gives the main graph's tensors only (the loop bodies' stay inside WHILE);
+    profile() times a WHILE with the subgraphs it runs."""
+    info = get_model("tflite_control", "keras_rnn_float")
+    interp = Interpreter(info.path)
+    feeds = feeds_for(info, 2)
+    main = {v.name for v in interp.graph.inputs} | {v.name for node in interp.graph for v in node.outputs}
+    assert set(interp.trace(feeds)) == main
+    assert "WHILE" in interp.profile(feeds, repeat=1)
