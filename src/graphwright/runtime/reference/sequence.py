@@ -3,7 +3,7 @@
 * UNIDIRECTIONAL_SEQUENCE_LSTM: float32; hybrid (float activations, int8 weights); full-integer
   (int8 activations and weights, int16 cell state);
 * BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
-* UNIDIRECTIONAL_SEQUENCE_RNN and SVDF: float32.
+* UNIDIRECTIONAL_SEQUENCE_RNN: float32; SVDF: float32 and int8 (int16 time weights and state).
 
 Their recurrent state lives in variable tensors, which the kernels update in place, so it
 carries over to the next run as in LiteRT (see ``Interpreter.reset_variables``).
@@ -350,24 +350,49 @@ def _unidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("SVDF")
 def _svdf(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's float kernel (one time step per run): each filter's memory (the state,
+    """As LiteRT's kernels (one time step per run): each filter's memory (the state,
     ``[batch, filters·memory]``, a variable tensor) shifts left by one and takes the new
     feature ``x·Fᵀ`` last; each filter's output is its memory dotted with its time weights,
     ``rank`` filters summed per unit, plus the bias, through the fused activation."""
     x, features, times, state = ctx.x(0), ctx.x(1), ctx.x(2), ctx.x(4)
-    if any(a.dtype != np.float32 for a in (x, features, times, state)):
-        raise ctx.error("only float32 is implemented")
+    integer = (x.dtype, features.dtype, times.dtype, state.dtype) == (np.int8, np.int8, np.int16, np.int16)
+    if not integer and any(a.dtype != np.float32 for a in (x, features, times, state)):
+        raise ctx.error("only float32, and int8 with int16 time weights and state, are implemented")
     rank = int(ctx.attr("rank", 1) or 1)
     filters, memory = times.shape
     batch = x.shape[0]
     flat = state.reshape(-1)
     flat[:-1] = flat[1:].copy()  # LiteRT shifts the whole buffer; each filter's last slot is rewritten below
     filled = state.reshape(batch, filters, memory)
-    filled[:, :, -1] = x @ features.T
-    y = np.einsum("bfm,fm->bf", filled, times).astype(np.float32).reshape(batch, filters // rank, rank).sum(axis=2)
+    if not integer:
+        filled[:, :, -1] = x @ features.T
+        y = np.einsum("bfm,fm->bf", filled, times).astype(np.float32).reshape(batch, -1, rank).sum(axis=2)
+        if ctx.has(3):
+            y = y + ctx.x(3)
+        return [_activation(ctx, y.astype(np.float32))]
+    # EvalIntegerSVDF: features requantized to the state's int16, time products and bias in int32,
+    # requantized to the int8 output (no activation is applied)
+    (m1, e1), (m2, e2), zp_in, zp_out = _svdf_multipliers(ctx)
+    feature = (x.astype(np.int64) - zp_in) @ features.T.astype(np.int64)
+    filled[:, :, -1] = _saturate16(multiply_by_quantized_multiplier(feature, m1, e1, "double"))
+    acc = np.einsum("bfm,fm->bf", filled.astype(np.int64), times.astype(np.int64)).reshape(batch, -1, rank).sum(axis=2)
     if ctx.has(3):
-        y = y + ctx.x(3)
-    return [_activation(ctx, y.astype(np.float32))]
+        acc = acc + ctx.x(3).astype(np.int64)
+    return [np.clip(multiply_by_quantized_multiplier(acc, m2, e2, "double") + zp_out, -128, 127).astype(np.int8)]
+
+
+def _svdf_multipliers(ctx: OpContext) -> tuple[tuple[int, int], tuple[int, int], int, int]:
+    """The integer SVDF's (multiplier, shift) pairs, as LiteRT's Prepare computes them in float32:
+    input·feature scale / state scale, and state·time scale / output scale; its zero points."""
+    found = ctx.cache.get("svdf")
+    if found is None:
+        q = [ctx.in_quant(i) for i in (0, 1, 2, 4)] + [ctx.out_quant()]
+        if any(p is None for p in q):
+            raise ctx.error("an integer SVDF needs quantized input, weights, state and output")
+        s_in, s_feature, s_time, s_state, s_out = (np.float32(p.s) for p in q)  # type: ignore[union-attr]
+        found = ctx.cache["svdf"] = (quantize_multiplier(float(s_in * s_feature / s_state)),
+                                     quantize_multiplier(float(s_state * s_time / s_out)), q[0].zp, q[4].zp)  # type: ignore[union-attr]
+    return found  # type: ignore[no-any-return]
 
 
 @prepare_rule("UNIDIRECTIONAL_SEQUENCE_RNN", arity=(5, 5))
