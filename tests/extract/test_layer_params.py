@@ -165,11 +165,7 @@ def _pool(p: Layer, x: list[np.ndarray], out: np.ndarray, average: bool) -> np.n
 
 def _mean(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     total = x[0].astype(np.int64).sum(axis=tuple(p["axes"]))
-    n = p["reduced_count"]
-    if p["same_quantization"]:
-        y = np.sign(total) * (np.abs(total) // n)
-    else:
-        y = _mbqm(total - p["input_zero_point"] * n, p["multiplier"], p["shift"]) + p["output_zero_point"]
+    y = _mbqm(total - p["input_zero_point"] * p["reduced_count"], p["multiplier"], p["shift"]) + p["output_zero_point"]
     return _clamp(y, p, out.dtype).reshape(out.shape)
 
 

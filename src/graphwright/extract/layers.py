@@ -29,8 +29,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``y = clamp(round_half_away(Σ x / count))`` or ``clamp(max x)`` over the in-image taps
   (input and output share their quantization).
 * MEAN: ``y = MBQM(Σ x − zp_in·n, multiplier, shift) + zp_out`` clamped to the type, with
-  ``1/n`` folded into the multiplier (``n`` = ``reduced_count``), or ``same_quantization``:
-  ``y = trunc(Σ x / n)``.  SUM: the same without the fold (``s_in/s_out``; the sum wraps as
+  ``1/n`` folded into the multiplier (``n`` = ``reduced_count``), whatever the scales.  SUM: the same without the fold (``s_in/s_out``; the sum wraps as
   an int32; as TFLite Micro computes it — LiteRT's BUILTIN_REF reads 8/16-bit SUM inputs as
   uint8).  REDUCE_PROD: ``p = x_0 − zp_in``, then ``p = MBQM64(p·(x_i − zp_in), m, shift)``
   for each next element and ``y = MBQM64(p, m, shift) + zp_out``, ``m·2^(shift−31) ≈
@@ -373,11 +372,9 @@ def _mean(node: Node) -> Params | None:
         return None
     q_in, q_out, reduced, n = found
     lo, hi = np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max
-    params: Params = {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(lo),
-                      "activation_max": int(hi), "axes": reduced, "reduced_count": n,
-                      "same_quantization": bool(q_in.zp == q_out.zp and np.float32(q_in.s) == np.float32(q_out.s))}
-    m, s = fold_divisor(*_mult(_f64(q_in.s) / _f64(q_out.s)), n)
-    return {**params, "multiplier": m, "shift": s}
+    m, s = fold_divisor(*_mult(_f64(q_in.s) / _f64(q_out.s)), n)  # as pool.py's MEAN
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "activation_min": int(lo),
+            "activation_max": int(hi), "axes": reduced, "reduced_count": n, "multiplier": m, "shift": s}
 
 
 @_layer("SUM")
