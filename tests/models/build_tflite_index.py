@@ -145,7 +145,8 @@ def _index(mode: str) -> Callable[[], tuple[Any, Sequence[Spec]]]:
 
 # -- flatbuffers the converter never writes ---------------------------------------------------------
 
-_TYPES = {np.dtype(np.bool_): fb.TensorType.BOOL, np.dtype(np.float32): fb.TensorType.FLOAT32, np.dtype(np.int32): fb.TensorType.INT32,
+_TYPES = {np.dtype(np.bool_): fb.TensorType.BOOL, np.dtype(np.float32): fb.TensorType.FLOAT32,
+          np.dtype(np.int32): fb.TensorType.INT32,
           np.dtype(np.int64): fb.TensorType.INT64, np.dtype(np.int8): fb.TensorType.INT8,
           np.dtype(np.uint8): fb.TensorType.UINT8, np.dtype(np.int16): fb.TensorType.INT16}
 
@@ -266,7 +267,8 @@ def _legacy_uint8(m: _Flat) -> None:
     m.op(B.GATHER, [a, tensor("u8_pick", (3,), np.int32, np.asarray([2, 2, 0]))],
          [tensor("gather_u8", (2, 3, 4), np.uint8, **q)], opts.GatherOptions, _options(fb.GatherOptionsT, axis=1))
     m.op(B.SLICE, [a, tensor("u8_begin", (3,), np.int64, np.asarray([1, 0, 1])),
-                   tensor("u8_size", (3,), np.int64, np.asarray([1, -1, 3]))], [tensor("slice_u8", (1, 3, 3), np.uint8, **q)])
+                   tensor("u8_size", (3,), np.int64, np.asarray([1, -1, 3]))],
+         [tensor("slice_u8", (1, 3, 3), np.uint8, **q)])
     m.op(B.MIRROR_PAD, [a, tensor("u8_pads", (3, 2), np.int64, np.asarray([[0, 1], [2, 2], [3, 0]]))],
          [tensor("mirror_u8", (3, 7, 7), np.uint8, **q)], opts.MirrorPadOptions, _options(fb.MirrorPadOptionsT, mode=0))
     m.op(B.CONCATENATION, [a, b], [tensor("concat_u8", (2, 3, 8), np.uint8, **q)], opts.ConcatenationOptions,
@@ -329,8 +331,8 @@ def _direct_int16(path: Path) -> list[Spec]:
     blen = m.input(Spec((2,), "int64", 0, 4), "lengths_b")
     ids = m.input(Spec((4,), "int16", 0, 5), "ids")
     lookup = m.input(Spec((4,), "int32", 0, 7), "lookup_ids")
-    m.op(B.REVERSE_SEQUENCE, [x, lengths], [m.tensor("revseq", (3, 5, 2, 4), np.int16, **q)], opts.ReverseSequenceOptions,
-         _options(fb.ReverseSequenceOptionsT, seqDim=1, batchDim=0))
+    m.op(B.REVERSE_SEQUENCE, [x, lengths], [m.tensor("revseq", (3, 5, 2, 4), np.int16, **q)],
+         opts.ReverseSequenceOptions, _options(fb.ReverseSequenceOptionsT, seqDim=1, batchDim=0))
     m.op(B.REVERSE_SEQUENCE, [x, blen], [m.tensor("revseq_batch_after", (3, 5, 2, 4), np.int16, **q)],
          opts.ReverseSequenceOptions, _options(fb.ReverseSequenceOptionsT, seqDim=1, batchDim=2))
     table = m.tensor("table", (7, 3), np.int16, rng.integers(-32768, 32768, (7, 3)), **q)

@@ -44,7 +44,8 @@ _NOT_INT8_BY_CONVERTER = {"GATHER", "GATHER_ND", "UNPACK", "WHERE"}  # left floa
 def test_quantized_models_run_the_operators_on_quantized_tensors(name: str, dtype: str, ops: set[str]) -> None:
     """The int8, uint8 and 16x8 kernels really run: those operators write quantized tensors of the type."""
     graph = load(get_model(FAMILY, name).path).graph
-    quantized = {node.op for node in graph if node.outputs[0].dtype.value == dtype and node.outputs[0].quant is not None}
+    quantized = {node.op for node in graph
+                 if node.outputs[0].dtype.value == dtype and node.outputs[0].quant is not None}
     assert ops <= quantized, f"{name}: {sorted(ops - quantized)} not on {dtype} tensors"
 
 
