@@ -407,11 +407,12 @@ def _conv(op: _Op) -> list[Shape]:
     if x is None or w is None:
         return [None]
     o, kh, kw, ci = w
-    if ci != x[3] or ci < 1:
-        raise op.fail(f"filter {list(w)} has {ci} input channels, the input {list(x)} has {x[3]}")
+    if ci < 1 or x[3] % ci or o % (x[3] // ci):  # grouped: x[3] // ci groups, each o // groups filters
+        raise op.fail(f"filter {list(w)} has {ci} input channels, which do not divide the input {list(x)} "
+                      f"and its {o} filters into groups")
     _, _, _, oh, ow = _window(op, x[1], x[2], kh, kw, True)
-    check_size("its padded input buffer", (x[0], *_padded(op, x, kh, kw, oh, ow), ci), 8, op.too_large)
-    check_size("its im2col buffer", (x[0], oh, ow, kh * kw * ci), 8, op.too_large)
+    check_size("its padded input buffer", (x[0], *_padded(op, x, kh, kw, oh, ow), x[3]), 8, op.too_large)
+    check_size("its im2col buffer", (x[0], oh, ow, kh * kw * x[3]), 8, op.too_large)
     return [(x[0], oh, ow, o)]
 
 
