@@ -35,6 +35,7 @@ time as LiteRT's hybrid kernel (:func:`_hybrid_dense`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -236,14 +237,26 @@ def _float32_blocks(matrix: np.ndarray, span: int, most: int = 4) -> list[tuple[
     return blocks if len(blocks) <= most else None
 
 
-def _gemm(plan: _Plan, x: np.ndarray) -> np.ndarray:
-    """``x @ weights`` for the shifted input ``x`` [M, K] (``plan.in_dtype``), exact."""
+def _gemm(plan: _Plan, x: np.ndarray, columns: slice = slice(None)) -> np.ndarray:
+    """``x @ weights[:, columns]`` for the shifted input ``x`` [M, K] (``plan.in_dtype``), exact."""
     if plan.chunks is None:
-        return x @ plan.weights
-    acc = np.zeros((x.shape[0], plan.weights.shape[1]), np.float64)
+        return x @ plan.weights[:, columns]
+    acc = np.zeros((x.shape[0], plan.weights[:, columns].shape[1]), np.float64)
     for start, stop, block in plan.chunks:
-        acc += x[:, start:stop] @ block  # each block product: exact integers in float32
+        acc += x[:, start:stop] @ block[:, columns]  # each block product: exact integers in float32
     return acc
+
+
+def _grouped(taps: np.ndarray, groups: int, channels: int,
+             gemm: Callable[[np.ndarray, slice], np.ndarray]) -> np.ndarray:
+    """A grouped convolution's sums from its taps ``[M, KH·KW, groups·Ci]``: group ``g`` reads
+    input channels ``[g·Ci, (g+1)·Ci)`` and writes output channels ``[g·Og, (g+1)·Og)`` (as
+    LiteRT's reference kernels, the only ones that run groups); ``gemm(x, columns)``."""
+    m, window, depth = taps.shape
+    parts = taps.reshape(m, window, groups, depth // groups)
+    share = channels // groups
+    return np.concatenate([gemm(np.ascontiguousarray(parts[:, :, g, :]).reshape(m, -1), slice(g * share, (g + 1) * share))
+                           for g in range(groups)], axis=1)
 
 
 def _shifted_input(x: np.ndarray, q_in: Quant | None, dtype: type, out: np.ndarray | None = None) -> np.ndarray:
@@ -332,12 +345,17 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     if x.ndim != 4 or w.ndim != 4:
         raise ctx.error(f"expected 4-D input and OHWI filter, got {x.shape} and {w.shape}")
     o, kh, kw, ci = w.shape
-    if ci != x.shape[3]:
-        raise ctx.error(f"filter has {ci} input channels, input has {x.shape[3]} (grouped convolution)")
+    groups = x.shape[3] // ci if ci else 0
+    if not groups or groups * ci != x.shape[3] or o % groups:
+        raise ctx.error(f"filter {list(w.shape)} does not divide input {list(x.shape)} into groups")
     if x.dtype.kind == "f" and w.dtype == np.int8:
         return [_hybrid_conv(ctx, w, depthwise=False)]
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (o, -1)).T, o)
     sh, sw, dh, dw, padding = _conv_args(ctx)
+    if groups > 1:
+        taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
+        acc = _grouped(taps.reshape(-1, kh * kw, x.shape[3]), groups, o, lambda t, c: _gemm(plan, t, c))
+        return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
     if plan.fast is not None and plan.chunks is None and q_in is not None:
         if kh == kw == sh == sw == 1:
             return [compile_runner(ctx, x, pointwise_runner(plan, x, q_in.zp, ctx.out_dtype()))(x)]
@@ -775,8 +793,10 @@ def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
         channels, kh, kw, depth = w.shape
         matrix = w.reshape(channels, -1).T
         dtype = exact_dtype(255.0 * float(np.abs(matrix.astype(np.int64)).sum(axis=0).max(initial=0)))
+        matrix = matrix.astype(dtype)
         taps, oh, ow = _windows(shifted.astype(dtype), kh, kw, sh, sw, dh, dw, padding)
-        acc = taps.reshape(-1, kh * kw * depth) @ matrix.astype(dtype)
+        acc = _grouped(taps.reshape(-1, kh * kw, shifted.shape[3]), shifted.shape[3] // depth, channels,
+                       lambda t, c: t @ matrix[:, c])
     acc = np.rint(acc).reshape(n, oh, ow, channels)
     if per_tensor:
         scale = (factor * np.float32(q_w.s)).astype(np.float32).reshape(-1, 1, 1, 1)
