@@ -316,3 +316,13 @@ def test_a_hybrid_lstm_is_refused_rather_than_run_into_nan() -> None:
     info = get_model("tflite_sequence", "hybrid_lstm_float")
     with pytest.raises(VerificationError, match=r"TFLM has no hybrid UNIDIRECTIONAL_SEQUENCE_LSTM \(float input"):
         prepare(info.path, backend="tflm")
+
+
+@needs_tflm
+def test_isolated_a_crash_of_tflm_is_an_error() -> None:
+    """An arena a little too small makes this TFLM crash in a kernel's prepare (it does not check an
+    allocation); isolated, that is a one-line error whatever TFLM does."""
+    info = get_model("tflite_ops", "mobilenet_v2_int8")
+    with pytest.raises(VerificationError, match=r"^tflm (crashed|cannot load)") as caught:
+        execute(info.path, None, Job(backend="tflm", options={"arena_size": 160 << 10}), isolate=True)
+    assert "\n" not in str(caught.value)
