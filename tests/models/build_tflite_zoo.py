@@ -15,12 +15,13 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
   back to the input size, per-pixel ARG_MAX;
 * ``selfie``: a MediaPipe-selfie-style segmenter — HARD_SWISH, squeeze-excite (global pool,
   hard sigmoid, MUL), TRANSPOSE_CONV decoder, sigmoid mask;
-* ``pose``: a BlazePose-style model — an FPN-like decoder with nearest upsampling and adds,
+* ``pose``: a BlazePose-style model — an FPN-like decoder with nearest resizing and adds,
   a heatmap head and a keypoint regression head from the same features;
 * ``hand``: a hand-landmark-style model — 21x3 landmarks, handedness and presence scores;
 * ``vit``: a ViT-tiny — patch convolution, class token, position embedding, MultiHeadAttention,
   LayerNorm, GELU MLP;
-* ``autoencoder``: a dense + convolutional autoencoder (nearest upsampling, sigmoid output);
+* ``autoencoder``: a convolutional autoencoder with a dense bottleneck (tanh code), a valid
+  TRANSPOSE_CONV cropped by a slice, sigmoid output;
 * ``batch4``: a small CNN with batch size 4;
 * ``two_inputs``: an image (float) and a category id (int32, embedded) — inputs of two dtypes;
 * ``image_ops``: tf.image preprocessing — resize with align_corners, nearest resize, crop,
@@ -208,7 +209,8 @@ def _pose() -> Made:
         feats.append(y)                                        # 16x16, 8x8, 4x4
     top = _conv_bn(feats[2], 32, 1, "lat2")
     for i in (1, 0):
-        up = L.UpSampling2D(2, name=f"up{i}")(top)
+        size = int(feats[i].shape[1])
+        up = L.Resizing(size, size, interpolation="nearest", name=f"up{i}")(top)
         top = L.Add(name=f"fpn{i}")([up, _conv_bn(feats[i], 32, 1, f"lat{i}")])
     heatmap = L.Conv2D(keypoints, 3, padding="same", activation="sigmoid", name="heatmap")(top)
     r = _separable(feats[2], 64, "reg", strides=2)
@@ -268,8 +270,9 @@ def _autoencoder() -> Made:
     y = L.Conv2D(16, 3, strides=2, padding="same", activation="relu", name="enc1")(y)     # 7x7
     code = L.Dense(16, activation="tanh", name="code")(L.Flatten(name="flat")(y))
     y = L.Reshape((7, 7, 16), name="unflat")(L.Dense(7 * 7 * 16, activation="relu", name="dec_fc")(code))
-    y = L.Conv2D(8, 3, padding="same", activation="relu", name="dec0")(L.UpSampling2D(2, name="up0")(y))
-    y = L.Conv2D(1, 3, padding="same", activation="sigmoid", name="dec1")(L.UpSampling2D(2, name="up1")(y))
+    y = L.Conv2DTranspose(8, 3, strides=2, activation="relu", name="dec0")(y)                # 15x15
+    y = L.Cropping2D(((0, 1), (0, 1)), name="crop")(y)
+    y = L.Conv2DTranspose(1, 3, strides=2, padding="same", activation="sigmoid", name="dec1")(y)
     return keras.Model(x, [y, code], name="autoencoder"), [Spec((1, 28, 28, 1), low=0.0)]
 
 
