@@ -15,14 +15,18 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``single`` (``(acc·m + 2^(30−shift)) >> (31−shift)``, the 8-bit FULLY_CONNECTED), ``int64``
   (MBQM64, below) or ``real`` (the 16x8 FULLY_CONNECTED: ``round_half_away(acc·real_multiplier[c])``
   in double); ``strides``, ``dilations``, ``padding`` (TFLite's: the odd padding pixel goes
-  after) and ``depth_multiplier``.  BATCH_MATMUL: one multiplier of ``float32(s_1·s_2)/s_out``,
+  after), ``depth_multiplier`` and ``groups`` (a grouped CONV_2D: input channels and filters split
+  evenly).  BATCH_MATMUL: one multiplier of ``float32(s_1·s_2)/s_out``,
   ``adj_x``/``adj_y``, the same ``accumulator``/``rounding`` keys.
 * ADD / SUB (8-bit, and int16 with general scales): ``left_shift`` (20; 15 for int16),
   ``a_i = MBQM((x_i − zp_i)·2^left_shift, input{i}_multiplier, input{i}_shift)``,
   ``y = clamp(MBQM(a_1 ± a_2, output_multiplier, output_shift) + zp_out)``; int16 with
-  power-of-two scales and zero points 0 (``pot_scale_int16``): ``input{i}_shift`` only
-  (``y = clamp((x_1 >> −shift_1) ± (x_2 >> −shift_2))``, rounding as the reference kernel).
-* MUL: ``y = clamp(MBQM((x_1 − zp_1)(x_2 − zp_2), output_multiplier, output_shift) + zp_out)``.
+  power-of-two scales and zero points 0 (``pot_scale_int16``): ``input{i}_shift`` only,
+  ``y = clamp(RDBPOT(x_1, −shift_1) ± RDBPOT(x_2, −shift_2))`` (RoundingDivideByPOT).
+* MUL: ``y = clamp(MBQM((x_1 − zp_1)(x_2 − zp_2), output_multiplier, output_shift) + zp_out)``;
+  int16 × int16 → 8-bit (``q015_product``, LiteRT's LSTM path): the raw values multiplied as
+  Q0.15 (16-bit SaturatingRoundingDoublingHighMul), ``RoundingDivideByPOT(·, 8)``, clamped
+  (``activation_min/max`` less ``zp_out``), plus ``zp_out``.
 * SQUARED_DIFFERENCE (8-bit): ``a_i`` as ADD's with ``left_shift`` 7,
   ``y = clamp(MBQM((a_1 − a_2)², output_multiplier, output_shift) + zp_out)``.
 * AVERAGE_POOL_2D / MAX_POOL_2D: the window (``filter``), strides and padding;
@@ -251,6 +255,9 @@ def _conv(node: Node) -> Params | None:
         params["padding"] = "SAME" if int(node.attr("padding", 0)) == 0 else "VALID"
     if node.op in ("CONV_2D", "DEPTHWISE_CONV_2D"):
         params["dilations"] = [int(node.attr("dilation_h_factor", 1)), int(node.attr("dilation_w_factor", 1))]
+    if node.op == "CONV_2D":  # grouped when the input has a multiple of the filters' input channels
+        depth = (x.meta.get("tflite.shape") or x.shape or (None,))[-1]
+        params["groups"] = depth // w.shape[3] if isinstance(depth, int) and isinstance(w.shape[3], int) else 1
     if node.op == "DEPTHWISE_CONV_2D":
         params["depth_multiplier"] = int(node.attr("depth_multiplier", 1) or 1)
     return params
@@ -332,9 +339,12 @@ def _mul(node: Node) -> Params | None:
     if qs is None:
         return None
     q1, q2, qo = qs
+    params = {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+              **_clamp(node, _dtype(node.outputs[0]))}
+    if _dtype(node.inputs[0]) == np.int16 and _dtype(node.outputs[0]).itemsize == 1:  # type: ignore[arg-type]
+        return {**params, "q015_product": True}  # the LSTM path: no multiplier
     m, s = _mult(_f32(q1.s, q2.s, over=qo.s))
-    return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
-            **_clamp(node, _dtype(node.outputs[0])), "output_multiplier": m, "output_shift": s}
+    return {**params, "output_multiplier": m, "output_shift": s}
 
 
 # -- pooling and reductions ------------------------------------------------------------------------
