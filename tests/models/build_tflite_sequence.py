@@ -14,7 +14,9 @@ Models (each ``<model>_<mode>``):
   ``asymmetric_quantize_inputs`` (the hybrid kernel);
 * ``recurrent``: what no Keras layer converts to, written with graphwright's TFLite writer (states
   as variable tensors): UNIDIRECTIONAL_SEQUENCE_RNN (tanh) and BIDIRECTIONAL_SEQUENCE_LSTM
-  (batch-major, two outputs) on a sequence, SVDF (rank 2, relu) on one frame.
+  (batch-major, two outputs) on a sequence, SVDF (rank 2, relu) on one frame;
+* ``svdf``: in int8, SVDF with int16 time weights and state (LiteRT's integer SVDF), written the
+  same way with chosen scales and zero points.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 
-BUILDER_VERSION = 5
+BUILDER_VERSION = 6
 
-NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float")
+NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -105,9 +107,42 @@ def _recurrent(model_path: Path) -> None:
     model_path.write_bytes(tflite.serialize(Model(g, "tflite")))
 
 
+def _svdf_int8(model_path: Path) -> None:
+    from graphwright.formats import tflite
+    from graphwright.ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
+
+    rng = np.random.default_rng(SEED)
+    g = Graph("tflite", "main")
+
+    def quant(scale: float, zero_point: int = 0) -> QuantParams:
+        return QuantParams(np.asarray([scale], np.float32), np.asarray([zero_point], np.int64), 0)
+
+    def weights(name: str, array: np.ndarray, q: QuantParams) -> Value:
+        return g.add_initializer(Value(name, const=Tensor.from_numpy(array), quant=q))
+
+    filters, memory = 6, 4
+    frame = Value("frame", DType.INT8, (BATCH, FEATURES), quant=quant(1 / 64, 3))
+    g.set_inputs([frame])
+    state = Value("svdf_memory", DType.INT16, (BATCH, filters * memory), quant=quant(1 / 1024))
+    state.meta["tflite.is_variable"] = True
+    g.add_state(state)
+    out = Value("svdf", DType.INT8, (BATCH, filters // 2), quant=quant(0.1, -5))
+    inputs = [frame, weights("svdf_features", rng.integers(-127, 128, (filters, FEATURES)).astype(np.int8), quant(0.01)),
+              weights("svdf_times", rng.integers(-1500, 1500, (filters, memory)).astype(np.int16), quant(1 / 2048)),
+              weights("svdf_b", rng.integers(-500, 500, (filters // 2,)).astype(np.int32), quant(1 / 1024 / 2048)),
+              state]
+    g.append(Node("SVDF", inputs, dialect="tflite", name="svdf", outputs=[out], attrs={
+        "rank": Attr.int(2), "fused_activation_function": Attr.int(1), "asymmetric_quantize_inputs": Attr.bool(False)}))
+    g.set_outputs([out])
+    model_path.write_bytes(tflite.serialize(Model(g, "tflite")))
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     if name == "hybrid_lstm_float":
         return _hybrid_lstm(name, model_path, reference_path)
+    if name == "svdf_int8":
+        _svdf_int8(model_path)
+        return info_of("tflite_sequence", name, model_path, reference_path)
     if name == "recurrent_float":
         _recurrent(model_path)
         return info_of("tflite_sequence", name, model_path, reference_path)

@@ -1,4 +1,4 @@
-"""The fused recurrent operators (UNIDIRECTIONAL_SEQUENCE_LSTM, float32 and full-integer) against
+"""The fused recurrent operators (LSTMs, RNN, SVDF; float32, hybrid, full-integer) against
 LiteRT's reference kernels: every operator output of the ``tflite_sequence`` corpus, the recurrent
 state, which the operator keeps in variable tensors from one run to the next as LiteRT does, and
 the refusal of what LiteRT leaves undefined."""
@@ -24,7 +24,8 @@ from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
-INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"}}
+INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"},
+            "svdf": {"SVDF"}}
 
 
 @pytest.mark.parametrize("name", NAMES)
