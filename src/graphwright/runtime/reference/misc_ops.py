@@ -1,0 +1,219 @@
+"""The remaining BUILTIN_REF operators, as LiteRT's reference kernels: ONE_HOT, BROADCAST_ARGS,
+UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (value types as LiteRT: the numeric and
+bool types each kernel takes; quantized values are copied as integers), L2_POOL_2D and
+FAKE_QUANT (float32).
+
+RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
+LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
+but UNIQUE (O(n log n)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import REFUSED, OpContext, apply_activation, ints, kernel, output_size, padding_before, round_half_away
+from .prepare import OpCheck, Shape, prepare_rule
+
+for _op in ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"):
+    REFUSED[_op] = ("a non-deterministic op: its output depends on the state of LiteRT's Philox random "
+                    "generator, which the reference interpreter does not reproduce")
+
+
+@kernel("ONE_HOT")
+def one_hot(ctx: OpContext) -> list[np.ndarray]:
+    """on_value where the index equals the position along the new ``axis`` (out-of-range indices: none)."""
+    indices, depth = ctx.x(0), ints(ctx.x(1))
+    if len(depth) != 1 or depth[0] < 0:
+        raise ctx.error(f"depth {depth} is not one non-negative value")
+    axis = int(ctx.attr("axis", -1))
+    axis = axis + indices.ndim + 1 if axis < 0 else axis
+    if not 0 <= axis <= indices.ndim:
+        raise ctx.error(f"axis {ctx.attr('axis')} is out of range for indices of rank {indices.ndim}")
+    positions = np.arange(depth[0]).reshape((-1,) + (1,) * (indices.ndim - axis))
+    hit = np.expand_dims(indices, axis) == positions
+    on, off = ctx.x(2).reshape(-1)[0], ctx.x(3).reshape(-1)[0]
+    return [np.where(hit, on, off).astype(ctx.out_dtype())]
+
+
+@kernel("BROADCAST_ARGS")
+def broadcast_args(ctx: OpContext) -> list[np.ndarray]:
+    """The broadcast of two shapes (numpy's rule, as LiteRT's kernel)."""
+    a, b = ints(ctx.x(0)), ints(ctx.x(1))
+    try:
+        shape = np.broadcast_shapes(tuple(a), tuple(b))
+    except ValueError:
+        raise ctx.error(f"shapes {a} and {b} do not broadcast") from None
+    return [np.asarray(shape, ctx.out_dtype())]
+
+
+@kernel("UNIQUE")
+def unique(ctx: OpContext) -> list[np.ndarray]:
+    """The distinct values in order of first appearance, and each element's index among them."""
+    x = ctx.x(0)
+    if x.ndim != 1:
+        raise ctx.error(f"its input has shape {list(x.shape)}; LiteRT's kernel takes a 1-D tensor")
+    _, first, inverse = np.unique(x, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return [x[np.sort(first)], rank[inverse.reshape(-1)].astype(ctx.out_dtype(1))]
+
+
+@kernel("MATRIX_DIAG")
+def matrix_diag(ctx: OpContext) -> list[np.ndarray]:
+    """[..., N] -> [..., N, N] with the input on the diagonal, zeros elsewhere."""
+    x = ctx.x(0)
+    out = np.zeros((*x.shape, x.shape[-1]), x.dtype)
+    n = x.shape[-1]
+    out[..., np.arange(n), np.arange(n)] = x
+    return [out]
+
+
+@kernel("MATRIX_SET_DIAG")
+def matrix_set_diag(ctx: OpContext) -> list[np.ndarray]:
+    """[..., M, N] with its main diagonal replaced by the second input [..., min(M, N)]."""
+    x, diagonal = ctx.x(0), ctx.x(1)
+    n = min(x.shape[-2:])
+    if diagonal.shape != (*x.shape[:-2], n):
+        raise ctx.error(f"diagonal {list(diagonal.shape)} does not fit input {list(x.shape)}")
+    out = x.copy()
+    out[..., np.arange(n), np.arange(n)] = diagonal
+    return [out]
+
+
+@kernel("SPARSE_TO_DENSE")
+def sparse_to_dense(ctx: OpContext) -> list[np.ndarray]:
+    """default_value everywhere, then each index (a scalar, a vector of 1-D indices or [N, rank] rows)
+    set to its value (one value for all, or one each) in order; out-of-range indices refused."""
+    indices, shape, values, default = ctx.x(0), ints(ctx.x(1)), ctx.x(2), ctx.x(3)
+    out = np.full(shape, default.reshape(-1)[0], ctx.out_dtype())
+    rows = indices.reshape(-1, 1) if indices.ndim < 2 else indices
+    if rows.shape[1] != len(shape) or values.size not in (1, rows.shape[0]):
+        raise ctx.error(f"indices {list(indices.shape)}, values {list(values.shape)} do not fit "
+                        f"output shape {shape}")
+    if rows.size and (np.any(rows < 0) or np.any(rows >= np.asarray(shape))):
+        raise ctx.error(f"an index is out of range for output shape {shape}")
+    out[tuple(rows.T)] = np.broadcast_to(values.reshape(-1), (rows.shape[0],))
+    return [out]
+
+
+@kernel("L2_POOL_2D")
+def l2_pool(ctx: OpContext) -> list[np.ndarray]:
+    """sqrt(mean of squares) over each window's in-bounds elements (float32), then the activation."""
+    x = ctx.x(0)
+    if x.dtype != np.float32 or x.ndim != 4:
+        raise ctx.error(f"its input is {x.dtype} {list(x.shape)}; LiteRT's kernel takes float32 NHWC")
+    kh, kw = int(ctx.attr("filter_height", 1)), int(ctx.attr("filter_width", 1))
+    sh, sw = int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))
+    padding = int(ctx.attr("padding", 0))
+    n, h, w, c = x.shape
+    oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
+    top, left = padding_before(h, kh, sh, 1, oh)[0], padding_before(w, kw, sw, 1, ow)[0]
+    out = np.empty((n, oh, ow, c), np.float32)
+    squares = x * x
+    for oy in range(oh):
+        y0, y1 = max(oy * sh - top, 0), min(oy * sh - top + kh, h)
+        for ox in range(ow):
+            x0, x1 = max(ox * sw - left, 0), min(ox * sw - left + kw, w)
+            window = squares[:, y0:y1, x0:x1, :].reshape(n, -1, c)
+            total = np.zeros((n, c), np.float32)
+            for k in range(window.shape[1]):  # LiteRT adds in float32, row by row
+                total += window[:, k]
+            out[:, oy, ox] = np.sqrt(total / np.float32(window.shape[1]))
+    return [apply_activation(ctx, out, np.dtype(np.float32))]
+
+
+def _nudged(low: float, high: float, bits: int) -> tuple[np.float32, np.float32, np.float32]:
+    """LiteRT's FakeQuant Nudge on the grid 0 .. 2^bits - 1: (min, max, scale) moved so that
+    real 0 is a grid point (float32)."""
+    f32 = np.float32
+    qmin, qmax = f32(0), f32((1 << bits) - 1)
+    scale = (f32(high) - f32(low)) / (qmax - qmin)
+    zero_from_min = qmin - f32(low) / scale
+    zero = qmin if zero_from_min < qmin else qmax if zero_from_min > qmax else f32(round_half_away(zero_from_min))
+    return (qmin - zero) * scale, (qmax - zero) * scale, scale
+
+
+@kernel("FAKE_QUANT")
+def fake_quant(ctx: OpContext) -> list[np.ndarray]:
+    """Clamp to the nudged range, snap to its grid: round((x - min) / scale) * scale + min (float32)."""
+    x = ctx.x(0)
+    if x.dtype != np.float32:
+        raise ctx.error(f"its input is {x.dtype}; LiteRT's kernel takes float32")
+    low, high, scale = _nudged(float(ctx.attr("min", 0.0)), float(ctx.attr("max", 0.0)), int(ctx.attr("num_bits", 8)))
+    shifted = np.minimum(high, np.maximum(low, x)) - low
+    snapped = round_half_away(shifted * (np.float32(1) / scale))
+    return [(snapped * scale + low).astype(np.float32)]
+
+
+# -- prepare checks ---------------------------------------------------------------------------------
+
+@prepare_rule("ONE_HOT", arity=(4, 4))
+def _one_hot_shape(op: OpCheck) -> list[Shape]:
+    x, depth = op.shape(0), op.ints(1, "depth")
+    if x is None or depth is None:
+        return [None]
+    axis = op.int_attr("axis", -1, -len(x) - 1, len(x))
+    axis = axis + len(x) + 1 if axis < 0 else axis
+    return [(*x[:axis], max(depth[0], 0), *x[axis:])]
+
+
+@prepare_rule("BROADCAST_ARGS", arity=(2, 2))
+def _broadcast_args_shape(op: OpCheck) -> list[Shape]:
+    a, b = op.rank(0, 1), op.rank(1, 1)
+    return [None if a is None or b is None else (max(a[0], b[0]),)]
+
+
+@prepare_rule("UNIQUE")  # two outputs: no one-output arity entry
+def _unique_shape(op: OpCheck) -> list[Shape]:
+    if len(op.node.outputs) != 2:
+        raise op.fail(f"it has {len(op.node.outputs)} outputs, where 2 (values, indices) are expected")
+    op.need(0, "input")
+    x = op.rank(0, 1)
+    return [None, x]
+
+
+@prepare_rule("MATRIX_DIAG", arity=(1, 1))
+def _matrix_diag_shape(op: OpCheck) -> list[Shape]:
+    x = op.shape(0)
+    if x is not None and not x:
+        raise op.fail("its input is a scalar")
+    return [None if x is None else (*x, x[-1])]
+
+
+@prepare_rule("MATRIX_SET_DIAG", arity=(2, 2))
+def _matrix_set_diag_shape(op: OpCheck) -> list[Shape]:
+    x, d = op.shape(0), op.shape(1)
+    if x is not None and (len(x) < 2 or (d is not None and d != (*x[:-2], min(x[-2:])))):
+        raise op.fail(f"input {list(x)} and diagonal {list(d or ())} do not fit")
+    return [x]
+
+
+@prepare_rule("SPARSE_TO_DENSE", arity=(4, 4))
+def _sparse_to_dense_shape(op: OpCheck) -> list[Shape]:
+    op.rank(0, 0, 1, 2)
+    shape = op.ints(1, "output_shape")
+    return [None if shape is None else tuple(shape)]
+
+
+@prepare_rule("L2_POOL_2D", arity=(1, 1))
+def _l2_pool_shape(op: OpCheck) -> list[Shape]:
+    x = op.rank(0, 4)
+    sizes = [op.int_attr(name, 1, 1) for name in ("filter_height", "filter_width", "stride_h", "stride_w")]
+    if x is None:
+        return [None]
+    padding = op.int_attr("padding", 0, 0, 1)
+    n, h, w, c = x
+    return [(n, output_size(h, sizes[0], sizes[2], 1, padding), output_size(w, sizes[1], sizes[3], 1, padding), c)]
+
+
+@prepare_rule("FAKE_QUANT", arity=(1, 1))
+def _fake_quant_shape(op: OpCheck) -> list[Shape]:
+    op.int_attr("num_bits", 8, 1, 16)
+    low, high = float(op.attr("min", 0.0) or 0.0), float(op.attr("max", 0.0) or 0.0)
+    if not low < high:
+        raise op.fail(f"its range [{low}, {high}] is empty")
+    if op.attr("narrow_range"):
+        raise op.fail("narrow_range is set, which LiteRT's kernel refuses on activations")
+    return [op.shape(0)]

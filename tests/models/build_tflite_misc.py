@@ -1,0 +1,177 @@
+"""The remaining BUILTIN_REF operators (issue 11, misc part).
+
+Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
+
+Names:
+
+* ``misc_float``: from the converter — ONE_HOT (float, int32, bool outputs; axis 0 and -1),
+  BROADCAST_ARGS, UNIQUE (float and int32 values; int32 and int64 indices), MATRIX_DIAG,
+  MATRIX_SET_DIAG (float, int32), SPARSE_TO_DENSE (float, int32; rows and a scalar value),
+  NON_MAX_SUPPRESSION_V4 and V5 (soft-NMS sigma) on overlapping random boxes.
+* ``direct_float``: written with the schema's object API (the converter never emits them):
+  L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range).
+* ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
+  (box encodings, class scores with a background class, constant anchors -> boxes, classes,
+  scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
+  in one file: two operators on the same inputs); uint8: encodings, scores and anchors quantized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import tensorflow as tf
+from flatbuffers import flexbuffers
+from tensorflow.lite.python import schema_py_generated as fb
+
+from ._info import ModelInfo
+from ._tflite_common import Spec, build_converted, info_of
+from .build_tflite_index import _Flat, _options
+
+BUILDER_VERSION = 1
+
+NAMES = ("misc_float", "direct_float", "detection_float", "detection_uint8")
+FAMILY = "tflite_misc"
+
+#: the operators each model must hold (the tests assert it)
+EXPECTED_OPS = {
+    "misc_float": ("ONE_HOT", "BROADCAST_ARGS", "UNIQUE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "SPARSE_TO_DENSE",
+                   "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
+    "direct_float": ("L2_POOL_2D", "FAKE_QUANT"),
+    "detection_float": ("TFLite_Detection_PostProcess",),
+    "detection_uint8": ("TFLite_Detection_PostProcess",),
+}
+
+#: dims: a shape for BROADCAST_ARGS (LiteRT aborts on two constant shapes, which the converter makes of tf.shape)
+_MISC_SPECS = (Spec((2, 3, 4)), Spec((2, 3), "int32", -1, 6), Spec((12,), "int32", 0, 4), Spec((10, 4), low=0.0),
+               Spec((10,), low=0.0), Spec((4,), "int32", 1, 2))
+
+
+def _misc(x: tf.Tensor, idx: tf.Tensor, ids: tf.Tensor, corners: tf.Tensor, scores: tf.Tensor,
+          dims: tf.Tensor) -> dict[str, tf.Tensor]:
+    # boxes [y, x, y + h, x + w] of random sizes, overlapping often
+    boxes = tf.concat([corners[:, :2], corners[:, :2] + 0.6 * corners[:, 2:]], axis=1)
+    u, ui = tf.unique(tf.reshape(x, [-1]))
+    v, vi = tf.unique(ids, out_idx=tf.int64)
+    sel4, n4 = tf.raw_ops.NonMaxSuppressionV4(boxes=boxes, scores=scores, max_output_size=6, iou_threshold=0.4,
+                                              score_threshold=0.2, pad_to_max_output_size=True)
+    sel5, sc5, n5 = tf.raw_ops.NonMaxSuppressionV5(boxes=boxes, scores=scores, max_output_size=7, iou_threshold=0.6,
+                                                   score_threshold=0.1, soft_nms_sigma=0.5,
+                                                   pad_to_max_output_size=True)
+    return {
+        "one_hot": tf.one_hot(idx, 5, on_value=2.0, off_value=-1.0),
+        "one_hot_axis0": tf.one_hot(idx, 4, on_value=7, off_value=3, axis=0, dtype=tf.int32),
+        "one_hot_bool": tf.one_hot(ids, 3, on_value=True, off_value=False, dtype=tf.bool),
+        "broadcast_args": tf.raw_ops.BroadcastArgs(s0=dims, s1=tf.constant([3, 1, 5], tf.int32)),
+        "unique": u, "unique_idx": ui, "unique_i": v, "unique_idx64": vi,
+        "diag": tf.linalg.diag(x),
+        "diag_i": tf.linalg.diag(idx),
+        "set_diag": tf.linalg.set_diag(x, x[:, :, 1] * 2.0),
+        "set_diag_i": tf.linalg.set_diag(tf.reshape(ids, [3, 4]), idx[0]),
+        "sparse": tf.compat.v1.sparse_to_dense(tf.constant([[0, 1], [2, 3], [3, 0]]), [4, 5], x[0, 0, :3],
+                                               default_value=0.5),
+        "sparse_i": tf.compat.v1.sparse_to_dense(tf.constant([4, 1]), [6], ids[0], default_value=-2),
+        "nms4": sel4, "nms4_count": n4, "nms5": sel5, "nms5_scores": sc5, "nms5_count": n5,
+    }
+
+
+# -- flatbuffers ------------------------------------------------------------------------------------
+
+def _direct(path: Path) -> list[Spec]:
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    x = m.input(Spec((2, 7, 6, 3), low=-3.0, high=3.0), "x")
+    for name, padding, (kh, kw), (sh, sw), act in (("l2_same", 0, (3, 2), (2, 2), 3), ("l2_valid", 1, (2, 3), (1, 2), 0)):
+        oh = (7 + sh - 1) // sh if padding == 0 else (7 - kh + sh) // sh
+        ow = (6 + sw - 1) // sw if padding == 0 else (6 - kw + sw) // sw
+        m.op(B.L2_POOL_2D, [x], [m.tensor(name, (2, oh, ow, 3), np.float32)], opts.Pool2DOptions,
+             _options(fb.Pool2DOptionsT, padding=padding, strideH=sh, strideW=sw, filterHeight=kh, filterWidth=kw,
+                      fusedActivationFunction=act))
+    for name, low, high, bits, narrow in (("fake_quant", -1.3, 2.1, 8, False), ("fake_quant_4bit", -0.4, 0.7, 4, False)):
+        m.op(B.FAKE_QUANT, [x], [m.tensor(name, (2, 7, 6, 3), np.float32)], opts.FakeQuantOptions,
+             _options(fb.FakeQuantOptionsT, min=low, max=high, numBits=bits, narrowRange=narrow))
+    m.write(path)
+    return m.specs
+
+
+class _WithCustom(_Flat):
+    """A flat model that may hold operators of one custom code."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.custom_code = ""
+
+    def custom(self, code: str, inputs: Sequence[int], outputs: Sequence[int], options: bytes) -> None:
+        self.custom_code = code
+        self.op(fb.BuiltinOperator.CUSTOM, inputs, outputs)
+        self.ops[-1].customOptions = np.frombuffer(options, np.uint8)
+
+    def write(self, path: Path) -> None:
+        super().write(path)
+        model = fb.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
+        for code in model.operatorCodes:
+            if code.builtinCode == fb.BuiltinOperator.CUSTOM:
+                code.customCode = self.custom_code
+        b = flatbuffers.Builder(1024)
+        b.Finish(model.Pack(b), file_identifier=b"TFL3")
+        path.write_bytes(bytes(b.Output()))
+
+
+def _flex(**fields: Any) -> bytes:
+    builder = flexbuffers.Builder()
+    with builder.Map():
+        for key, value in fields.items():
+            if isinstance(value, bool):
+                builder.Bool(key, value)
+            elif isinstance(value, int):
+                builder.Int(key, value)
+            else:
+                builder.Float(key, value)
+    return bytes(builder.Finish())
+
+
+def _detection(path: Path, quantized: bool) -> list[Spec]:
+    m = _WithCustom()
+    rng = np.random.default_rng(0)
+    boxes, classes = 24, 3
+    centers = rng.uniform(0.1, 0.9, (boxes, 2))
+    sizes = rng.uniform(0.1, 0.5, (boxes, 2))
+    anchors = np.concatenate([centers, sizes], axis=1).astype(np.float32)  # [y, x, h, w]
+    if quantized:
+        qb, qs, qa = ({"scale": [0.05], "zero_point": [128]}, {"scale": [1 / 256], "zero_point": [0]},
+                      {"scale": [1 / 255], "zero_point": [0]})
+        enc = m.input(Spec((1, boxes, 4), "uint8", 0, 256), "box_encodings", **qb)
+        cls = m.input(Spec((1, boxes, classes + 1), "uint8", 0, 256), "class_scores", **qs)
+        anc = m.tensor("anchors", (boxes, 4), np.uint8, np.clip(np.round(anchors * 255), 0, 255), **qa)
+    else:
+        enc = m.input(Spec((1, boxes, 4)), "box_encodings")
+        cls = m.input(Spec((1, boxes, classes + 1), low=0.0), "class_scores")
+        anc = m.tensor("anchors", (boxes, 4), np.float32, anchors)
+    common = {"y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0, "nms_iou_threshold": 0.5,
+              "num_classes": classes, "max_detections": 6}
+    for prefix, options in (("fast", {"max_classes_per_detection": 2, "nms_score_threshold": 0.3,
+                                      "use_regular_nms": False}),
+                            ("regular", {"max_classes_per_detection": 1, "nms_score_threshold": 0.2,
+                                         "use_regular_nms": True, "detections_per_class": 4})):
+        slots = 6 * options["max_classes_per_detection"]
+        outs = [m.tensor(f"{prefix}_boxes", (1, slots, 4), np.float32),
+                m.tensor(f"{prefix}_classes", (1, slots), np.float32),
+                m.tensor(f"{prefix}_scores", (1, slots), np.float32),
+                m.tensor(f"{prefix}_count", (1,), np.float32)]
+        m.custom("TFLite_Detection_PostProcess", [enc, cls, anc], outs, _flex(**common, **options))
+    m.write(path)
+    return m.specs
+
+
+_DIRECT = {"direct_float": _direct, "detection_float": lambda p: _detection(p, False),
+           "detection_uint8": lambda p: _detection(p, True)}
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name in _DIRECT:
+        specs = _DIRECT[name](model_path)
+        return info_of(FAMILY, name, model_path, reference_path, specs)
+    return build_converted(FAMILY, name, lambda: (_misc, _MISC_SPECS), model_path, reference_path)
