@@ -1,9 +1,10 @@
 """extract's layer parameters are enough to compute each quantized layer with integers only:
-every layer of the converter-made int8 models (tests/models tflite_ops) is recomputed here
-from the manifest's numbers and LiteRT's input tensors alone — integer-only numpy, written
-from the reference kernels' formulas, not graphwright's — and must equal the output of
+every layer of converter-made int8, 16x8 and legacy uint8 models (the tflite_ops, tflite_conv,
+tflite_math, tflite_binary, tflite_reduce and tflite_real corpora) is recomputed here from the
+manifest's numbers (and tables) and the oracle's input tensors alone — integer-only numpy,
+written from the reference kernels' formulas, not graphwright's — and must equal the output of
 LiteRT's reference kernels (``litert-ref``; TFLite Micro for quantized SUM) bit for bit, on
-several inputs."""
+several inputs.  SOFTMAX's fixed-point parameters are checked against both; LSTM roles by index."""
 
 from __future__ import annotations
 
