@@ -77,7 +77,8 @@ def _model_with(name: str, op: str, **attrs: int) -> object:
 @pytest.mark.parametrize(("name", "op", "attrs", "message"), [
     ("keras_rnn_float", "WHILE", {"body_subgraph_index": 99}, "body_subgraph_index is 99, not one of"),
     ("keras_rnn_float", "WHILE", {"body_subgraph_index": 0}, "calls itself"),
-    ("keras_rnn_float", "WHILE", {"cond_subgraph_index": 2}, "condition subgraph 2 has"),
+    ("keras_rnn_float", "WHILE", {"cond_subgraph_index": 3}, "condition subgraph 3 has"),
+    ("keras_rnn_float", "WHILE", {"cond_subgraph_index": 2}, "condition and body are the same subgraph"),
     ("stateful_float", "IF", {"then_subgraph_index": 1}, "then subgraph 1 has 0 inputs"),
     ("stateful_float", "CALL_ONCE", {"init_subgraph_index": 2}, "initialization subgraph 2 has 1 inputs"),
 ])

@@ -91,6 +91,8 @@ def check_call(node: Node, graphs: Sequence[Graph]) -> None:
     if node.op == "WHILE":
         if n_out != n_in:
             raise _refuse(node, f"it has {n_in} inputs but {n_out} outputs")
+        if int(node.attr("cond_subgraph_index")) == int(node.attr("body_subgraph_index")):
+            raise _refuse(node, "its condition and body are the same subgraph")
         expect(int(node.attr("cond_subgraph_index")), "condition", n_in, 1)
         expect(int(node.attr("body_subgraph_index")), "body", n_in, n_in)
     elif node.op == "IF":
