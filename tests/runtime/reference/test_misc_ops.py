@@ -1,0 +1,49 @@
+"""The remaining BUILTIN_REF operators (tflite_misc corpus) against LiteRT's reference kernels,
+and the operators the interpreter refuses on purpose."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphwright.errors import VerificationError
+from graphwright.formats import load
+from graphwright.ir import Attr
+from graphwright.runtime.reference import Interpreter
+from tests.models import get_model
+from tests.models.build_tflite_misc import EXPECTED_OPS, NAMES
+
+from ._oracle import assert_matches_reference
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_litert_reference_kernels(name: str) -> None:
+    info = get_model("tflite_misc", name)
+    ops = {node.op for node in load(info.path).graph}
+    assert set(EXPECTED_OPS[name]) <= ops, f"{name} lacks {set(EXPECTED_OPS[name]) - ops}"
+    assert assert_matches_reference(info) > 0
+
+
+@pytest.mark.parametrize("op", ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"])
+def test_random_operators_refused_in_one_line(op: str) -> None:
+    model = load(get_model("tflite_misc", "direct_float").path)
+    next(iter(model.graph)).op = op
+    with pytest.raises(VerificationError, match=rf"{op} .*non-deterministic op.*Philox") as err:
+        Interpreter(model)
+    assert "\n" not in str(err.value)
+
+
+def test_other_custom_operators_refused_by_name() -> None:
+    model = load(get_model("tflite_misc", "detection_float").path)
+    next(iter(model.graph)).op = "TFLite_Other_PostProcess"
+    with pytest.raises(VerificationError, match=r"operator TFLite_Other_PostProcess .* is not implemented"):
+        Interpreter(model)
+
+
+def test_fake_quant_narrow_range_refused_as_litert_does() -> None:
+    model = load(get_model("tflite_misc", "direct_float").path)
+    node = next(n for n in model.graph if n.op == "FAKE_QUANT")
+    node.attrs["narrow_range"] = Attr.bool(True)
+    with pytest.raises(VerificationError, match=r"FAKE_QUANT .*narrow_range"):
+        Interpreter(model)
