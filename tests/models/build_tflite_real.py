@@ -17,7 +17,8 @@ quantization for some — see ``_tflite_common.convert``):
   self-attention (BATCH_MATMUL, softmax), LayerNorm as the converter decomposes it,
   GELU feed-forward, mean pooling, a classifier;
 * ``resnet50`` / ``densenet121`` / ``nasnet_mobile`` / ``mobilenet_v3_large``: Keras applications
-  (weights=None) at small inputs.
+  (weights=None) at small inputs; ``*_224``: MobileNetV2, MobileNetV3Small and EfficientNetB0 at
+  224x224 (1000 classes), the speed benchmark's models.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ NAMES = (
     "densenet121_float", "densenet121_int8",
     "nasnet_mobile_float", "nasnet_mobile_int8",
     "mobilenet_v3_large_float", "mobilenet_v3_large_int16x8",
+    # the speed benchmark's classifiers (benchmarks/tflite_speed.py), at the size they are deployed
+    "mobilenet_v2_224_float", "mobilenet_v2_224_int8", "mobilenet_v3_small_224_float", "mobilenet_v3_small_224_int8",
+    "efficientnet_b0_224_float", "efficientnet_b0_224_int8",
 )
 L = keras.layers
 
@@ -143,9 +147,12 @@ def _application(name: str) -> tuple[keras.Model, list[Spec]]:
         "densenet121": (keras.applications.DenseNet121, (64, 64, 3)),
         "nasnet_mobile": (keras.applications.NASNetMobile, (64, 64, 3)),
         "mobilenet_v3_large": (keras.applications.MobileNetV3Large, (64, 64, 3)),
+        "mobilenet_v2_224": (keras.applications.MobileNetV2, (224, 224, 3)),
+        "mobilenet_v3_small_224": (keras.applications.MobileNetV3Small, (224, 224, 3)),
+        "efficientnet_b0_224": (keras.applications.EfficientNetB0, (224, 224, 3)),
     }
     make, shape = apps[name]
-    model = make(weights=None, input_shape=shape, classes=10)
+    model = make(weights=None, input_shape=shape, classes=1000 if name.endswith("_224") else 10)
     return model, [Spec((1, *shape), low=0.0)]
 
 
