@@ -223,7 +223,8 @@ def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.d
 def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     q1, q2, qo = _quants(ctx, 0, 1)
     prod = (a.astype(np.int64) - q1.zp) * (b.astype(np.int64) - q2.zp)
-    y = _mbqm(ctx, prod, _f64(q1.s) * _f64(q2.s) / _f64(qo.s)) + qo.zp
+    real = np.float32(np.float32(q1.s) * np.float32(q2.s)) / np.float32(qo.s)  # float32, as LiteRT's Prepare
+    y = _mbqm(ctx, prod, float(real)) + qo.zp
     return clamp_cast(ctx, y, ctx.out_dtype())
 
 
