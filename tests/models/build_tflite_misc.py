@@ -9,7 +9,10 @@ Names:
   MATRIX_SET_DIAG (float, int32), SPARSE_TO_DENSE (float, int32; rows and a scalar value),
   NON_MAX_SUPPRESSION_V4 and V5 (soft-NMS sigma) on overlapping random boxes.
 * ``direct_float``: written with the schema's object API (the converter never emits them):
-  L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range).
+  L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range);
+  and the integer types the converter leaves out: ONE_HOT, MATRIX_DIAG, SPARSE_TO_DENSE of int8, uint8,
+  int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
+  int64 indices), MATRIX_SET_DIAG of int8.
 * ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
   (box encodings, class scores with a background class, constant anchors -> boxes, classes,
   scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
@@ -32,7 +35,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 
 NAMES = ("misc_float", "direct_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -41,7 +44,8 @@ FAMILY = "tflite_misc"
 EXPECTED_OPS = {
     "misc_float": ("ONE_HOT", "BROADCAST_ARGS", "UNIQUE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "SPARSE_TO_DENSE",
                    "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
-    "direct_float": ("L2_POOL_2D", "FAKE_QUANT"),
+    "direct_float": ("L2_POOL_2D", "FAKE_QUANT", "ONE_HOT", "SPARSE_TO_DENSE", "MATRIX_DIAG", "MATRIX_SET_DIAG",
+                     "BROADCAST_ARGS", "UNIQUE"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
 }
@@ -93,8 +97,43 @@ def _direct(path: Path) -> list[Spec]:
     for name, low, high, bits, narrow in (("fake_quant", -1.3, 2.1, 8, False), ("fake_quant_4bit", -0.4, 0.7, 4, False)):
         m.op(B.FAKE_QUANT, [x], [m.tensor(name, (2, 7, 6, 3), np.float32)], opts.FakeQuantOptions,
              _options(fb.FakeQuantOptionsT, min=low, max=high, numBits=bits, narrowRange=narrow))
+    _integer_types(m)
     m.write(path)
     return m.specs
+
+
+def _integer_types(m: _Flat) -> None:
+    """The integer types the converter's graphs leave out: int64 indices and shapes, 8/16-bit and
+    int64 values (quantized ones are copied as integers)."""
+    B, opts, tensor = fb.BuiltinOperator, fb.BuiltinOptions, m.tensor
+    ids = m.input(Spec((2, 3), "int64", -1, 5), "ids64")
+    dims = m.input(Spec((3,), "int64", 1, 2), "dims64")
+    small = m.input(Spec((9,), "int8", -3, 3), "small", scale=[0.1], zero_point=[0])
+    values = {np.int8: np.asarray([5, -7], np.int8), np.uint8: np.asarray([200, 3], np.uint8),
+              np.int16: np.asarray([-300, 9], np.int16), np.int64: np.asarray([2**40, -1], np.int64)}
+    for dtype, (on, off) in values.items():
+        label = np.dtype(dtype).name
+        table = tensor(f"values_{label}", (3,), dtype, np.asarray([on, off, on]))
+        m.op(B.MATRIX_DIAG, [table], [tensor(f"diag_{label}", (3, 3), dtype)])
+        if dtype == np.int16:  # LiteRT's ONE_HOT and SPARSE_TO_DENSE have no int16
+            continue
+        m.op(B.ONE_HOT, [ids, tensor(f"depth_{label}", (), np.int32, np.asarray(4, np.int32)),
+                         tensor(f"on_{label}", (), dtype, np.asarray(on)), tensor(f"off_{label}", (), dtype, np.asarray(off))],
+             [tensor(f"one_hot_{label}", (2, 4, 3), dtype)], opts.OneHotOptions, _options(fb.OneHotOptionsT, axis=1))
+        m.op(B.SPARSE_TO_DENSE, [tensor(f"rows_{label}", (3, 2), np.int64, np.asarray([[0, 0], [1, 2], [2, 1]])),
+                                 tensor(f"dense_shape_{label}", (2,), np.int64, np.asarray([3, 4])), table,
+                                 tensor(f"default_{label}", (), dtype, np.asarray(off))],
+             [tensor(f"sparse_{label}", (3, 4), dtype)])
+    m.op(B.BROADCAST_ARGS, [dims, tensor("dims_b", (2,), np.int64, np.asarray([4, 1]))],
+         [tensor("broadcast_args64", (3,), np.int64)])
+    for label, idx in (("i32", np.int32), ("i64", np.int64)):
+        m.op(B.UNIQUE, [small], [tensor(f"unique_{label}", (9,), np.int8, scale=[0.1], zero_point=[0]),
+                                 tensor(f"unique_idx_{label}", (9,), idx)], opts.UniqueOptions,
+             _options(fb.UniqueOptionsT, idxOutType=fb.TensorType.INT32 if idx == np.int32 else fb.TensorType.INT64))
+    square = tensor("square_i8", (2, 3, 3), np.int8, np.arange(18).reshape(2, 3, 3), scale=[0.1], zero_point=[0])
+    m.op(B.MATRIX_SET_DIAG, [square, tensor("new_diag", (2, 3), np.int8, -np.arange(6).reshape(2, 3),
+                                            scale=[0.1], zero_point=[0])],
+         [tensor("set_diag_i8", (2, 3, 3), np.int8, scale=[0.1], zero_point=[0])])
 
 
 class _WithCustom(_Flat):

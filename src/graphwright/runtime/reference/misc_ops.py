@@ -1,7 +1,7 @@
 """The remaining BUILTIN_REF operators, as LiteRT's reference kernels: ONE_HOT, BROADCAST_ARGS,
-UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (value types as LiteRT: the numeric and
-bool types each kernel takes; quantized values are copied as integers), L2_POOL_2D and
-FAKE_QUANT (float32).
+UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (the value types each LiteRT kernel takes:
+float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG and UNIQUE;
+quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32).
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -149,8 +149,19 @@ def fake_quant(ctx: OpContext) -> list[np.ndarray]:
 
 # -- prepare checks ---------------------------------------------------------------------------------
 
+#: the value types LiteRT's ONE_HOT and SPARSE_TO_DENSE kernels take (no int16: LiteRT fails on it)
+_VALUE_TYPES = ("float32", "int32", "int64", "int8", "uint8")
+
+
+def _value_type(op: OpCheck, types: tuple[str, ...]) -> None:
+    out = op.node.outputs[0]
+    if out.dtype is not None and out.dtype.value not in types:
+        raise op.fail(f"its values are {out.dtype.value}; LiteRT's kernel takes {', '.join(types)}")
+
+
 @prepare_rule("ONE_HOT", arity=(4, 4))
 def _one_hot_shape(op: OpCheck) -> list[Shape]:
+    _value_type(op, (*_VALUE_TYPES, "bool"))
     x, depth = op.shape(0), op.ints(1, "depth")
     if x is None or depth is None:
         return [None]
@@ -192,6 +203,7 @@ def _matrix_set_diag_shape(op: OpCheck) -> list[Shape]:
 
 @prepare_rule("SPARSE_TO_DENSE", arity=(4, 4))
 def _sparse_to_dense_shape(op: OpCheck) -> list[Shape]:
+    _value_type(op, _VALUE_TYPES)
     op.rank(0, 0, 1, 2)
     shape = op.ints(1, "output_shape")
     return [None if shape is None else tuple(shape)]
