@@ -10,6 +10,7 @@ import pytest
 from graphwright import formats
 from graphwright.errors import VerificationError
 from graphwright.ir import Model, QuantParams
+from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 
@@ -117,3 +118,18 @@ def test_power_of_two_int16_add_needs_one_unshifted_input() -> None:
     feeds = {name: np.zeros(shape, info.input_dtypes.get(name, info.input_dtype)) for name, shape in info.inputs.items()}
     with pytest.raises(VerificationError, match=r"ADD .*: power-of-two int16 scales with input shifts -1 and -2"):
         Interpreter(model).run(feeds)
+
+
+def test_float_to_integer_casts_saturate_as_litert_does() -> None:
+    """Out-of-range, infinite and NaN floats cast to integers exactly as litert-ref casts them."""
+    info = get_model(FAMILY, "integers_float")
+    interp = Interpreter(info.path)
+    extremes = np.array([1e12, -1e12, np.nan, np.inf, -np.inf, 3.7, -3.7, 2.2e7, -2.2e7, 1e30, 0.5, -0.5], np.float32)
+    feeds = {"x0": np.ones((2, 3, 1, 4), np.int32), "x1": np.ones((1, 3, 5, 1), np.int32),
+             "x2": np.tile(extremes, 2).reshape(2, 1, 3, 1, 4)}
+    casts = [n.outputs[0].name for n in interp.graph if n.op == "CAST" and n.inputs[0].dtype.value == "float32"]
+    assert len(casts) >= 3
+    mine = interp.trace(feeds)
+    theirs = execute(info.path, dict(feeds), Job(backend="litert-ref", outputs=casts)).outputs
+    for name in casts:
+        np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
