@@ -6,7 +6,7 @@ Runs inside a build subprocess (see ``_cache.py``); imports TensorFlow.
 Models (each ``<model>_<mode>``):
 
 * ``convs``: TRANSPOSE_CONV (SAME stride 2 with bias, VALID stride 2x1 without),
-  CONV_2D, DEPTHWISE_CONV_2D (multiplier 2), FULLY_CONNECTED on a rank-3 input
+  CONV_2D (plain and grouped), DEPTHWISE_CONV_2D (multiplier 2), FULLY_CONNECTED on a rank-3 input
   (keep_num_dims) and on a flat one, batch 2; and, on four more inputs, BATCH_MATMUL of two
   variable operands — batch dims broadcast (rank 4 against rank 3, rank 5), adj_x / adj_y,
   rank 2 — and against constant right-hand sides;
@@ -14,7 +14,7 @@ Models (each ``<model>_<mode>``):
   (SAME stride 2, VALID) — LiteRT has these in float only;
 * ``tconv_int8``: TRANSPOSE_CONV alone (the tests make a legacy uint8 model from it);
 * ``hybrid_float``: dynamic-range quantization (int8 weights, float activations, the input
-  quantized at run time) of CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV, BATCH_MATMUL with a
+  quantized at run time) of CONV_2D (plain and grouped), DEPTHWISE_CONV_2D, TRANSPOSE_CONV, BATCH_MATMUL with a
   constant right-hand side and FULLY_CONNECTED (keep_num_dims and flat), as the converter
   makes them without a representative dataset.
 """
@@ -32,7 +32,7 @@ from ._info import ModelInfo
 from ._keras_common import randomize_keras_model
 from ._tflite_common import SEED, Spec, build_converted, representative
 
-BUILDER_VERSION = 4
+BUILDER_VERSION = 6
 
 NAMES = (
     "convs_float", "convs_int8", "convs_int16x8",
@@ -67,9 +67,10 @@ def _convs() -> tuple[keras.Model, list[Spec]]:
     a = L.Conv2DTranspose(4, 3, strides=2, padding="same", name="tconv_same")(x)
     b = L.Conv2DTranspose(3, (2, 3), strides=(2, 1), padding="valid", use_bias=False,
                           name="tconv_valid")(a)
-    c = L.Conv2D(5, 3, strides=2, padding="same", activation="relu6", name="conv")(b)
+    c = L.Conv2D(6, 3, strides=2, padding="same", activation="relu6", name="conv")(b)
+    c = L.Conv2D(6, 3, padding="same", groups=3, name="grouped")(c)  # 3 groups of 2 channels
     d = L.DepthwiseConv2D(3, depth_multiplier=2, padding="same", name="dw")(c)
-    rows = L.Reshape((-1, 10), name="rows")(d)
+    rows = L.Reshape((-1, 12), name="rows")(d)
     e = L.Dense(7, activation="relu", name="dense_rank3")(rows)  # FULLY_CONNECTED keep_num_dims
     f = L.Dense(4, name="dense_flat")(L.Flatten(name="flat")(e))
     outputs = [b, f, *_matmuls(*operands)]
@@ -96,6 +97,7 @@ def _hybrid() -> tuple[keras.Model, list[Spec]]:
     """Layers with at least 1024 weights (smaller ones stay float under dynamic-range quantization)."""
     x = keras.Input((6, 6, 16), batch_size=2, name="image")
     a = L.Conv2D(32, 3, padding="same", activation="relu", name="conv")(x)
+    a = L.Conv2D(32, 3, padding="same", groups=2, name="grouped")(a)
     b = L.DepthwiseConv2D(5, depth_multiplier=2, padding="same", name="dw")(a)
     c = L.Conv2DTranspose(16, 3, strides=2, padding="same", name="tconv")(a)
     w3 = tf.constant(np.random.default_rng(SEED).uniform(-1, 1, (2, 16, 64)).astype(np.float32))

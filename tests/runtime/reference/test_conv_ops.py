@@ -41,7 +41,8 @@ def _convs(nodes: Callable[[str], list[Node]], mode: str) -> None:
     assert any(len(n.inputs) == 4 and n.inputs[3] is not None for n in tconvs)  # with a bias
     assert any(len(n.inputs) == 3 or n.inputs[3] is None for n in tconvs)  # and without
     assert all(n.attr("stride_h") == 2 for n in tconvs)
-    assert nodes("CONV_2D") and nodes("DEPTHWISE_CONV_2D")
+    assert nodes("DEPTHWISE_CONV_2D")
+    _grouped(nodes)
     assert {bool(n.attr("keep_num_dims")) for n in nodes("FULLY_CONNECTED")} == {True, False}
     if mode == "int16x8":
         for op in ("TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
@@ -50,6 +51,11 @@ def _convs(nodes: Callable[[str], list[Node]], mode: str) -> None:
                 assert n.inputs[1].dtype.value == "int8", op
         assert any(n.inputs[2].dtype.value == "int64" for n in nodes("CONV_2D"))
     _matmul(nodes, mode)
+
+
+def _grouped(nodes: Callable[[str], list[Node]]) -> None:
+    """Plain and grouped CONV_2D (filter depth a fraction of the input's)."""
+    assert {n.inputs[1].shape[3] == n.inputs[0].shape[3] for n in nodes("CONV_2D")} == {True, False}
 
 
 def _matmul(nodes: Callable[[str], list[Node]], mode: str) -> None:
@@ -77,6 +83,7 @@ def _hybrid(nodes: Callable[[str], list[Node]], mode: str) -> None:
                            and n.outputs[0].dtype.value == "float32" for n in ops), op
     assert all(n.attr("asymmetric_quantize_inputs") for n in nodes("FULLY_CONNECTED") + nodes("BATCH_MATMUL"))
     assert {bool(n.attr("keep_num_dims")) for n in nodes("FULLY_CONNECTED")} == {True, False}
+    _grouped(nodes)
 
 
 def _tconv(nodes: Callable[[str], list[Node]], mode: str) -> None:
@@ -165,9 +172,10 @@ def _asymmetric_off(model: Model) -> None:
 
 
 def _per_tensor_hybrid_conv(model: Model) -> None:
-    """Hybrid CONV_2D with per-tensor weights: LiteRT's other hybrid kernel (symmetric input)."""
+    """Hybrid CONV_2D with per-tensor weights: LiteRT's other hybrid kernel (symmetric input);
+    not the grouped one (LiteRT runs groups per channel only)."""
     for node in model.graph:
-        if node.op == "CONV_2D":
+        if node.op == "CONV_2D" and node.inputs[1].shape[3] == node.inputs[0].shape[3]:
             w = node.inputs[1]
             real = w.const.numpy().astype(np.float64) * w.quant.scale.reshape(-1, 1, 1, 1)
             scale = float(np.float32(np.abs(real).max() / 127.0))
@@ -221,7 +229,7 @@ def _set(node: Node, **attrs: int) -> None:
     ("convs_int8", lambda m: _set(_first(m, "TRANSPOSE_CONV"), stride_w=0),
      r"TRANSPOSE_CONV .*: attribute stride_w is 0; it must be >= 1"),
     ("convs_int8", lambda m: _first(m, "TRANSPOSE_CONV").replace_input(2, _first(m, "CONV_2D").outputs[0]),
-     r"TRANSPOSE_CONV .*: output shape \[2, 10, 12, 4\], weights \[4, 3, 3, 3\] and input \[2, 10, 7, 5\] "
+     r"TRANSPOSE_CONV .*: output shape \[2, 10, 12, 4\], weights \[4, 3, 3, 3\] and input \[2, 10, 7, 6\] "
      r"do not fit together"),
     ("convs_float", lambda m: _set(_first(m, "BATCH_MATMUL"), adj_y=0),
      r"BATCH_MATMUL .*: operands \[2, 1, 3, 4\] and \[3, 5, 4\] .* do not share an inner dimension"),

@@ -779,7 +779,7 @@ def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
     q_w = ctx.in_quant(1)
     if q_w is None:
         raise ctx.error("int8 weights without quantization parameters")
-    per_tensor = not depthwise and q_w.scale.size == 1
+    per_tensor = not depthwise and q_w.scale.size == 1 and w.shape[3] == ctx.x(0).shape[3]  # not grouped
     shifted, factor = _hybrid_input(ctx, 0, asymmetric=not per_tensor)
     sh, sw, dh, dw, padding = _conv_args(ctx)
     n = shifted.shape[0]
