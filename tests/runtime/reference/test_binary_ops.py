@@ -4,6 +4,8 @@ reference kernels: every operator output identical (integers, bools) or within 1
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -133,3 +135,19 @@ def test_float_to_integer_casts_saturate_as_litert_does() -> None:
     theirs = execute(info.path, dict(feeds), Job(backend="litert-ref", outputs=casts)).outputs
     for name in casts:
         np.testing.assert_array_equal(mine[name], theirs[name], err_msg=name)
+
+
+def test_float_division_by_zero_clamps_as_litert_does(tmp_path: Path) -> None:
+    """LiteRT clamps a float DIV to its activation range, ±FLT_MAX without one: x/0 is never inf."""
+    model = _model_with("binary_float", "DIV", 1, "x1")  # x0 / x1, both rank 5
+    path = tmp_path / "div_by_zero.tflite"
+    formats.save(model, path)
+    info = get_model(FAMILY, "binary_float")
+    feeds = {name: np.zeros(shape, np.float32) for name, shape in info.inputs.items() if name != "x4"}
+    feeds["x0"] = np.linspace(-2, 2, feeds["x0"].size, dtype=np.float32).reshape(feeds["x0"].shape)
+    feeds["x4"] = np.zeros(info.inputs["x4"], np.bool_)
+    div = next(n for n in Interpreter(model).graph if n.op == "DIV" and n.inputs[1].name == "x1").outputs[0].name
+    mine = Interpreter(path).run(feeds, [div])[div]
+    theirs = execute(path, dict(feeds), Job(backend="litert-ref", outputs=[div])).outputs[div]
+    assert np.abs(mine).max() == np.finfo(np.float32).max
+    np.testing.assert_array_equal(mine, theirs)
