@@ -10,6 +10,8 @@ where the C kernels wrap.  The quantized kernels:
   a common scale: ``MBQM((x − zp)·2^8, scale)`` with each input's own scale as the multiplier;
 * SQUARED_DIFFERENCE int8: ``d = MBQM((x1 − zp1)·2^7, s1/t) − MBQM((x2 − zp2)·2^7, s2/t)`` with
   ``t = 2·max(s1, s2)``, then ``y = MBQM(d², t²/(2^14·s_out)) + zp_out``;
+* DIV (8-bit, int16): a Q0.31 reciprocal of the divisor times the dividend, then
+  ``s1/(s2·s_out)`` (see :func:`_div_quantized`);
 * MAXIMUM, MINIMUM, SELECT and SELECT_V2 move stored values (the converter gives operands and
   output one scale).
 
@@ -23,6 +25,7 @@ import math
 import numpy as np
 
 from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, OpContext, clamp_cast, kernel, type_range
+from .elementwise import _f64, _mbqm
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
 from .math_ops import _clz32, _one_over_one_plus_x
 from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
@@ -30,16 +33,6 @@ from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
 #: the highest rank LiteRT's broadcasting loop accepts (a larger one aborts the C kernel)
 MAX_BROADCAST_RANK = 8
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-
-
-def _mbqm(ctx: OpContext, x: np.ndarray, real: float) -> np.ndarray:
-    m, shift = quantize_multiplier(real)
-    return multiply_by_quantized_multiplier(x, m, shift, ctx.rounding)
-
-
-def _scale(value: float) -> float:
-    """A float32 scale as the double the kernels promote it to."""
-    return float(np.float32(value))
 
 
 def _activation_bounds(ctx: OpContext, dtype: np.dtype) -> tuple[float, float]:
@@ -198,11 +191,11 @@ def squared_difference(ctx: OpContext) -> list[np.ndarray]:
     q1, q2, qo = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
     if q1 is None or q2 is None or qo is None:
         raise ctx.error("int8 tensors without quantization parameters")
-    twice_max = 2.0 * max(_scale(q1.s), _scale(q2.s))
-    x1 = _mbqm(ctx, (a.astype(np.int64) - q1.zp) << 7, _scale(q1.s) / twice_max)
-    x2 = _mbqm(ctx, (b.astype(np.int64) - q2.zp) << 7, _scale(q2.s) / twice_max)
+    twice_max = 2.0 * max(_f64(q1.s), _f64(q2.s))
+    x1 = _mbqm(ctx, (a.astype(np.int64) - q1.zp) << 7, _f64(q1.s) / twice_max)
+    x2 = _mbqm(ctx, (b.astype(np.int64) - q2.zp) << 7, _f64(q2.s) / twice_max)
     d = x1 - x2
-    y = _mbqm(ctx, _wrap(d * d, np.dtype(np.int32)), twice_max * twice_max / ((1 << 14) * _scale(qo.s))) + qo.zp
+    y = _mbqm(ctx, _wrap(d * d, np.dtype(np.int32)), twice_max * twice_max / ((1 << 14) * _f64(qo.s))) + qo.zp
     return [np.clip(y, *type_range(dtype)).astype(dtype)]
 
 
@@ -218,7 +211,7 @@ def _rescaled(ctx: OpContext, i: int, x: np.ndarray) -> np.ndarray:
     q = ctx.in_quant(i)
     if q is None:
         raise ctx.error(f"{x.dtype} inputs without quantization parameters (LiteRT's kernel needs a scale)")
-    return _mbqm(ctx, (x.astype(np.int64) - q.zp) << 8, _scale(q.s))
+    return _mbqm(ctx, (x.astype(np.int64) - q.zp) << 8, _f64(q.s))
 
 
 @kernel(*_COMPARISONS)
