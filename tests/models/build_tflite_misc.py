@@ -12,7 +12,8 @@ Names:
   L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range);
   and the integer types the converter leaves out: ONE_HOT, MATRIX_DIAG, SPARSE_TO_DENSE of int8, uint8,
   int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
-  int64 indices), MATRIX_SET_DIAG of int8.
+  int64 indices), MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
+  HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit).
 * ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
   (box encodings, class scores with a background class, constant anchors -> boxes, classes,
   scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
@@ -35,7 +36,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 2
+BUILDER_VERSION = 3
 
 NAMES = ("misc_float", "direct_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -45,7 +46,7 @@ EXPECTED_OPS = {
     "misc_float": ("ONE_HOT", "BROADCAST_ARGS", "UNIQUE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "SPARSE_TO_DENSE",
                    "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
     "direct_float": ("L2_POOL_2D", "FAKE_QUANT", "ONE_HOT", "SPARSE_TO_DENSE", "MATRIX_DIAG", "MATRIX_SET_DIAG",
-                     "BROADCAST_ARGS", "UNIQUE"),
+                     "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
 }
@@ -98,6 +99,7 @@ def _direct(path: Path) -> list[Spec]:
         m.op(B.FAKE_QUANT, [x], [m.tensor(name, (2, 7, 6, 3), np.float32)], opts.FakeQuantOptions,
              _options(fb.FakeQuantOptionsT, min=low, max=high, numBits=bits, narrowRange=narrow))
     _integer_types(m)
+    _lookups(m)
     m.write(path)
     return m.specs
 
@@ -134,6 +136,28 @@ def _integer_types(m: _Flat) -> None:
     m.op(B.MATRIX_SET_DIAG, [square, tensor("new_diag", (2, 3), np.int8, -np.arange(6).reshape(2, 3),
                                             scale=[0.1], zero_point=[0])],
          [tensor("set_diag_i8", (2, 3, 3), np.int8, scale=[0.1], zero_point=[0])])
+
+
+def _lookups(m: _Flat) -> None:
+    """EMBEDDING_LOOKUP_SPARSE (each combiner; a bucket met twice apart) and HASHTABLE_LOOKUP."""
+    B, opts, tensor = fb.BuiltinOperator, fb.BuiltinOptions, m.tensor
+    rng = np.random.default_rng(1)
+    ids = m.input(Spec((7,), "int32", 0, 5), "sparse_ids")
+    weights = m.input(Spec((7,), low=0.5, high=2.0), "sparse_weights")
+    table = tensor("sparse_table", (5, 2, 3), np.float32, rng.uniform(-1, 1, (5, 2, 3)))
+    rows = tensor("sparse_rows", (7, 3), np.int32, np.asarray([[0, 0, 0], [0, 1, 1], [0, 1, 2], [1, 0, 0], [1, 0, 1],
+                                                               [0, 1, 3], [1, 2, 0]]))
+    shape = tensor("sparse_shape", (3,), np.int32, np.asarray([2, 3, 4]))
+    for combiner in (0, 1, 2):
+        m.op(B.EMBEDDING_LOOKUP_SPARSE, [ids, rows, shape, weights, table],
+             [tensor(f"embedding_sparse_{combiner}", (2, 3, 2, 3), np.float32)], opts.EmbeddingLookupSparseOptions,
+             _options(fb.EmbeddingLookupSparseOptionsT, combiner=combiner))
+    keys = tensor("keys", (6,), np.int32, np.asarray([-40, -3, 0, 2, 9, 1000]))
+    lookups = m.input(Spec((8,), "int32", -4, 11), "hash_lookups")
+    for label, dtype, data in (("f32", np.float32, rng.uniform(-1, 1, (6, 2))), ("i32", np.int32, np.arange(12) - 5),
+                               ("u8", np.uint8, np.arange(12) * 20)):
+        m.op(B.HASHTABLE_LOOKUP, [lookups, keys, tensor(f"hash_values_{label}", (6, 2), dtype, np.asarray(data).reshape(6, 2))],
+             [tensor(f"hash_{label}", (8, 2), dtype), tensor(f"hits_{label}", (8,), np.uint8)])
 
 
 class _WithCustom(_Flat):

@@ -1,7 +1,8 @@
 """The remaining BUILTIN_REF operators, as LiteRT's reference kernels: ONE_HOT, BROADCAST_ARGS,
 UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (the value types each LiteRT kernel takes:
 float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG and UNIQUE;
-quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32).
+quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
+EMBEDDING_LOOKUP_SPARSE (float32) and HASHTABLE_LOOKUP (int32 keys; numeric values).
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -147,6 +148,63 @@ def fake_quant(ctx: OpContext) -> list[np.ndarray]:
     return [(snapped * scale + low).astype(np.float32)]
 
 
+@kernel("EMBEDDING_LOOKUP_SPARSE")
+def embedding_lookup_sparse(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's kernel: each lookup adds its row of the table times its weight (float32, in
+    order) into the output bucket its index row (all but the last index) names; a bucket is
+    divided by the sum of its weights (mean) or their root sum of squares (sqrtn) when the
+    lookups move on to another bucket — so a bucket met twice apart is divided twice, as LiteRT's."""
+    ids, indices, dense, weights, table = (ctx.x(i) for i in range(5))
+    combiner = int(ctx.attr("combiner", 0) or 0)
+    dense_shape = ints(dense)
+    if indices.ndim != 2 or indices.shape[1] != len(dense_shape) or not len(ids) == len(indices) == len(weights):
+        raise ctx.error(f"ids {list(ids.shape)}, indices {list(indices.shape)}, dense shape {dense_shape} and "
+                        f"weights {list(weights.shape)} do not fit")
+    buckets, row = dense_shape[:-1], int(np.prod(table.shape[1:]))
+    out = np.zeros((int(np.prod(buckets)), row), np.float32)
+    rows = table.reshape(len(table), row)
+
+    def finish(bucket: int, count: int, total: np.float32, squares: np.float32) -> None:
+        if combiner != 0 and count:
+            out[bucket] /= total if combiner == 1 else np.sqrt(squares)
+
+    current, count, total, squares = 0, 0, np.float32(0), np.float32(0)
+    for i, idx in enumerate(ints(ids)):
+        where = ints(indices[i, :-1])
+        if not 0 <= idx < len(table) or any(not 0 <= v < d for v, d in zip(where, buckets)):
+            raise ctx.error(f"lookup {i} (id {idx}, index {ints(indices[i])}) is out of range (LiteRT refuses it)")
+        bucket = int(np.ravel_multi_index(where, buckets)) if buckets else 0
+        if bucket != current:
+            finish(current, count, total, squares)
+            current, count, total, squares = bucket, 0, np.float32(0), np.float32(0)
+        w = np.float32(weights[i])
+        count, total, squares = count + 1, total + w, squares + w * w
+        out[bucket] += rows[idx] * w
+    finish(current, count, total, squares)
+    return [out.reshape(*buckets, *table.shape[1:])]
+
+
+@kernel("HASHTABLE_LOOKUP")
+def hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
+    """Each lookup key found in the sorted ``keys`` by C's ``bsearch`` (glibc's halving, so
+    unsorted keys give LiteRT's answers too) -> its value row, hit 1; else zeros, hit 0."""
+    lookups, keys, values = ctx.x(0), ints(ctx.x(1)), ctx.x(2)
+    out = np.zeros((len(lookups), *values.shape[1:]), values.dtype)
+    hits = np.zeros(len(lookups), np.uint8)
+    for i, key in enumerate(ints(lookups)):
+        low, high = 0, len(keys)
+        while low < high:
+            mid = (low + high) // 2
+            if key < keys[mid]:
+                high = mid
+            elif key > keys[mid]:
+                low = mid + 1
+            else:
+                out[i], hits[i] = values[mid], 1
+                break
+    return [out, hits]
+
+
 # -- prepare checks ---------------------------------------------------------------------------------
 
 #: the value types LiteRT's ONE_HOT and SPARSE_TO_DENSE kernels take (no int16: LiteRT fails on it)
@@ -229,3 +287,35 @@ def _fake_quant_shape(op: OpCheck) -> list[Shape]:
     if op.attr("narrow_range"):
         raise op.fail("narrow_range is set, which LiteRT's kernel refuses on activations")
     return [op.shape(0)]
+
+
+@prepare_rule("EMBEDDING_LOOKUP_SPARSE", arity=(5, 5))
+def _embedding_lookup_sparse_shape(op: OpCheck) -> list[Shape]:
+    for i, what in enumerate(("ids", "indices", "dense shape", "weights", "table")):
+        op.need(i, what)
+    for i, dtype in ((0, "int32"), (1, "int32"), (2, "int32"), (3, "float32"), (4, "float32")):
+        value = op.node.inputs[i]
+        if value is not None and value.dtype is not None and value.dtype.value != dtype:
+            raise op.fail(f"input {i} is {value.dtype.value}; LiteRT's kernel takes {dtype}")
+    op.int_attr("combiner", 0, 0, 2)  # sum, mean, sqrtn
+    for i, rank in ((0, 1), (1, 2), (2, 1), (3, 1)):
+        op.rank(i, rank)
+    table, dense = op.shape(4), op.ints(2, "dense shape")
+    if table is not None and len(table) < 2:
+        raise op.fail(f"its table {list(table)} is not at least 2-D")
+    return [None if table is None or dense is None else (*dense[:-1], *table[1:])]
+
+
+@prepare_rule("HASHTABLE_LOOKUP")  # two outputs: no one-output arity entry
+def _hashtable_lookup_shape(op: OpCheck) -> list[Shape]:
+    if len(op.node.inputs) != 3 or len(op.node.outputs) != 2:
+        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 3 (lookups, "
+                      "keys, values) and 2 (values, hits) are expected")
+    for i, what in enumerate(("lookups", "keys", "values")):
+        op.need(i, what)
+    lookups, keys, values = op.rank(0, 1), op.rank(1, 1), op.shape(2)
+    if keys is not None and values is not None and (not values or values[0] != keys[0]):
+        raise op.fail(f"keys {list(keys)} and values {list(values)} do not fit")
+    if lookups is None or values is None:
+        return [None, None]
+    return [(lookups[0], *values[1:]), lookups]
