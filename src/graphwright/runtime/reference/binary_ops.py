@@ -139,7 +139,8 @@ def floor_mod(ctx: OpContext) -> list[np.ndarray]:
 def pow_(ctx: OpContext) -> list[np.ndarray]:
     """Float32 ``powf``; int32 through ``std::pow`` in double, cast back (out of range: INT32_MIN,
     what x86 converts), or, for a single integer exponent ≥ 1, by repeated multiplication that
-    wraps (LiteRT's IntegerExponentPow).  Negative int32 exponents are refused, as LiteRT does."""
+    wraps (LiteRT's IntegerExponentPow, taken when the shapes differ).  Negative int32 exponents
+    are refused, as LiteRT does."""
     a, b, dtype = _operands(ctx)
     if dtype == np.float32:
         return [np.power(a, b).astype(dtype)]
@@ -147,7 +148,7 @@ def pow_(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(f"POW of {dtype} is not implemented (float32 and int32 are)")
     if np.any(b < 0):
         raise ctx.error("a negative int32 exponent (LiteRT's kernel refuses it)")
-    if b.size == 1 and int(b.reshape(-1)[0]) >= 1:
+    if b.size == 1 and a.shape != b.shape and int(b.reshape(-1)[0]) >= 1:  # LiteRT's broadcasting path
         out = np.ones(a.shape, np.int64)
         base, exponent = a.astype(np.int64), int(b.reshape(-1)[0])
         while exponent:
