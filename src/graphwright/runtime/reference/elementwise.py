@@ -124,9 +124,10 @@ def _symmetric(ctx: OpContext, *quants: Quant) -> None:
 
 def _add_sub_int16(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> np.ndarray:
     """16x8 ADD/SUB, as LiteRT picks: with ``pot_scale_int16`` set (the schema's default when the
-    operator has options; without options LiteRT leaves it false) and every scale a power of two, the operand of the larger scale divided by ``2^(its log2 − the
-    output's)`` (rounding half away), added to (subtracted from) the other and clamped; else the
-    8-bit formula with a left shift of 15 (module docstring).  Zero points must be 0."""
+    operator has options; without options LiteRT leaves it false) and every scale a power of
+    two, the operand of the larger scale divided by ``2^(its log2 − the output's)`` (rounding
+    half away), added to (subtracted from) the other and clamped; else the 8-bit formula with
+    a left shift of 15 (module docstring).  Zero points must be 0."""
     q1, q2, qo = _quants(ctx, 0, 1)
     _symmetric(ctx, q1, q2, qo)
     logs = [_checked_log2(q.s) for q in (q1, q2, qo)]
