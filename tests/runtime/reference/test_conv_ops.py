@@ -183,9 +183,17 @@ def _per_tensor_hybrid_conv(model: Model) -> None:
             w.quant = QuantParams([scale], [0])
 
 
+def _dilated_conv_3d(model: Model) -> None:
+    """CONV_3D with dilations (Keras dilates through SPACE_TO_BATCH_ND): on the SAME one, whose
+    output size does not depend on them."""
+    node = next(n for n in model.graph if n.op == "CONV_3D" and n.attr("padding") == 0)
+    _set(node, dilation_d_factor=2, dilation_h_factor=2, dilation_w_factor=3)
+
+
 @pytest.mark.parametrize(("name", "mutate"), [
     ("convs_float", _fused_relu), ("convs_int8", _fused_relu), ("convs_int16x8", _fused_relu),
     ("convs_int16x8", _int32_bias), ("hybrid_float", _asymmetric_off), ("hybrid_float", _per_tensor_hybrid_conv),
+    ("conv3d_float", _dilated_conv_3d),
 ], ids=lambda v: v if isinstance(v, str) else v.__name__.strip("_"))
 def test_variants_the_converter_does_not_emit_match_litert_reference(name: str, mutate: Callable[[Model], None],
                                                                       tmp_path: Path) -> None:
