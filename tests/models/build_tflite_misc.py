@@ -14,6 +14,9 @@ Names:
   int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
   int64 indices), MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
   HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit).
+* ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
+  fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
+  norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
 * ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
   (box encodings, class scores with a background class, constant anchors -> boxes, classes,
   scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
@@ -38,7 +41,7 @@ from .build_tflite_index import _Flat, _options
 
 BUILDER_VERSION = 3
 
-NAMES = ("misc_float", "direct_float", "detection_float", "detection_uint8")
+NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
 
 #: the operators each model must hold (the tests assert it)
@@ -47,6 +50,7 @@ EXPECTED_OPS = {
                    "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
     "direct_float": ("L2_POOL_2D", "FAKE_QUANT", "ONE_HOT", "SPARSE_TO_DENSE", "MATRIX_DIAG", "MATRIX_SET_DIAG",
                      "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP"),
+    "recurrent_float": ("LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
 }
@@ -160,6 +164,58 @@ def _lookups(m: _Flat) -> None:
              [tensor(f"hash_{label}", (8, 2), dtype), tensor(f"hits_{label}", (8,), np.uint8)])
 
 
+def _recurrent(path: Path) -> list[Spec]:
+    """Two full LSTMs (input gate, peepholes, projection, cell and projection clips; CIFG with layer
+    norm) and two BIDIRECTIONAL_SEQUENCE_RNNs (time-major merged, batch-major split); states are
+    variable tensors."""
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    tensor = m.tensor
+    rng = np.random.default_rng(2)
+
+    def const(name: str, *shape: int) -> int:
+        return tensor(name, shape, np.float32, rng.uniform(-0.6, 0.6, shape).astype(np.float32))
+
+    def state(name: str, *shape: int) -> int:
+        i = tensor(name, shape, np.float32)
+        m.tensors[i].isVariable = True
+        return i
+
+    batch, depth, cells, units = 2, 5, 4, 3
+    x = m.input(Spec((batch, depth)), "step")
+    full = [-1] * 24
+    for g, gate in enumerate(("i", "f", "c", "o")):
+        full[1 + g], full[5 + g], full[12 + g] = const(f"w_{gate}", cells, depth), const(f"r_{gate}", cells, units), \
+            const(f"b_{gate}", cells)
+    full[9], full[10], full[11] = const("p_i", cells), const("p_f", cells), const("p_o", cells)
+    full[16], full[17] = const("projection", units, cells), const("projection_bias", units)
+    full[0], full[18], full[19] = x, state("h_full", batch, units), state("c_full", batch, cells)
+    m.op(B.LSTM, full, [tensor("lstm_full", (batch, units), np.float32)], opts.LSTMOptions,
+         _options(fb.LSTMOptionsT, fusedActivationFunction=4, cellClip=1.5, projClip=0.8))
+    cifg = [-1] * 24
+    for g, gate in enumerate(("i", "f", "c", "o")):
+        if g:
+            cifg[1 + g], cifg[5 + g] = const(f"cifg_w_{gate}", cells, depth), const(f"cifg_r_{gate}", cells, cells)
+            cifg[12 + g], cifg[20 + g] = const(f"cifg_b_{gate}", cells), const(f"cifg_norm_{gate}", cells)
+    cifg[0], cifg[18], cifg[19] = x, state("h_cifg", batch, cells), state("c_cifg", batch, cells)
+    m.op(B.LSTM, cifg, [tensor("lstm_cifg_norm", (batch, cells), np.float32)], opts.LSTMOptions,
+         _options(fb.LSTMOptionsT, fusedActivationFunction=1))
+    steps, width = 4, 3
+    time_first = m.input(Spec((steps, batch, depth)), "sequence")
+    batch_first = m.input(Spec((batch, steps, depth)), "sequence_batch_major")
+    for name, time_major, merge, act in (("birnn_merged", True, True, 4), ("birnn_split", False, False, 1)):
+        operands = [time_first if time_major else batch_first]
+        for direction, n in (("fw", width), ("bw", width + 1)):
+            operands += [const(f"{name}_{direction}_w", n, depth), const(f"{name}_{direction}_r", n, n),
+                         const(f"{name}_{direction}_b", n), state(f"{name}_{direction}_h", batch, n)]
+        outs = [tensor(name, (steps, batch, 2 * width + 1), np.float32)] if merge else \
+            [tensor(f"{name}_fw", (batch, steps, width), np.float32), tensor(f"{name}_bw", (batch, steps, width + 1), np.float32)]
+        m.op(B.BIDIRECTIONAL_SEQUENCE_RNN, [*operands, -1, -1, -1], outs, opts.BidirectionalSequenceRNNOptions,
+             _options(fb.BidirectionalSequenceRNNOptionsT, timeMajor=time_major, mergeOutputs=merge,
+                      fusedActivationFunction=act))
+    m.write(path)
+    return m.specs
+
+
 class _WithCustom(_Flat):
     """A flat model that may hold operators of one custom code."""
 
@@ -229,7 +285,7 @@ def _detection(path: Path, quantized: bool) -> list[Spec]:
     return m.specs
 
 
-_DIRECT = {"direct_float": _direct, "detection_float": lambda p: _detection(p, False),
+_DIRECT = {"direct_float": _direct, "recurrent_float": _recurrent, "detection_float": lambda p: _detection(p, False),
            "detection_uint8": lambda p: _detection(p, True)}
 
 

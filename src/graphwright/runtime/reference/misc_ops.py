@@ -2,7 +2,8 @@
 UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (the value types each LiteRT kernel takes:
 float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG and UNIQUE;
 quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
-EMBEDDING_LOOKUP_SPARSE (float32) and HASHTABLE_LOOKUP (int32 keys; numeric values).
+EMBEDDING_LOOKUP_SPARSE (float32), HASHTABLE_LOOKUP (int32 keys; numeric values), and the
+float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN.
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -15,6 +16,7 @@ import numpy as np
 
 from ._common import REFUSED, OpContext, apply_activation, ints, kernel, output_size, padding_before, round_half_away
 from .prepare import OpCheck, Shape, prepare_rule
+from .sequence import _UNIDIRECTIONAL, _W_INPUT, _float_lstm
 
 for _op in ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"):
     REFUSED[_op] = ("a non-deterministic op: its output depends on the state of LiteRT's Philox random "
@@ -205,6 +207,47 @@ def hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
     return [out, hits]
 
 
+@kernel("LSTM")
+def lstm(ctx: OpContext) -> list[np.ndarray]:
+    """The full (non-sequence) LSTM, float32: one step of the sequence operator's LSTM on
+    ``[batch, input]`` (LiteRT runs the same lstm_eval step), the states updated in place."""
+    x, weights = ctx.x(0), ctx.x(_W_INPUT + 1)
+    if x.dtype != np.float32 or weights.dtype != np.float32 or int(ctx.attr("kernel_type", 0) or 0) != 0:
+        raise ctx.error(f"{x.dtype} input with {weights.dtype} weights (kernel type {ctx.attr('kernel_type')}) is "
+                        "not implemented (float32, the full kernel)")
+    return [_float_lstm(ctx, x[None], _UNIDIRECTIONAL)[0]]
+
+
+@kernel("BIDIRECTIONAL_SEQUENCE_RNN")
+def bidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's float kernel: ``h = act(b + x·Wᵀ + h·Rᵀ)`` forward over the sequence and backward
+    over it reversed (outputs in sequence order), concatenated along the features with
+    ``merge_outputs``, else two outputs; inputs 0 the sequence, 1–4 forward weights, recurrent
+    weights, bias, hidden state (variable), 5–8 the same backward.  Auxiliary inputs refused."""
+    x = ctx.x(0)
+    if any(ctx.x(i).dtype != np.float32 for i in range(9)):
+        raise ctx.error("only float32 is implemented")
+    if any(ctx.has(i) for i in range(9, 12)):
+        raise ctx.error("auxiliary inputs are not implemented")
+    time_major = bool(ctx.attr("time_major", True))
+    x = x if time_major else x.transpose(1, 0, 2)
+
+    def run(first: int, steps: np.ndarray) -> np.ndarray:
+        weights, recurrent, bias, state = (ctx.x(first + i) for i in range(4))
+        h = state.reshape(steps.shape[1], -1)
+        outputs = []
+        for step in steps:
+            h = apply_activation(ctx, bias + step @ weights.T + h @ recurrent.T, np.dtype(np.float32))
+            outputs.append(h)
+        state[...] = h.reshape(state.shape)
+        return np.stack(outputs)
+
+    forward, backward = run(1, x), run(5, x[::-1])[::-1]
+    outputs = [np.concatenate([forward, backward], axis=-1)] if ctx.attr("merge_outputs", False) \
+        else [forward, backward]
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2)) for y in outputs]
+
+
 # -- prepare checks ---------------------------------------------------------------------------------
 
 #: the value types LiteRT's ONE_HOT and SPARSE_TO_DENSE kernels take (no int16: LiteRT fails on it)
@@ -319,3 +362,39 @@ def _hashtable_lookup_shape(op: OpCheck) -> list[Shape]:
     if lookups is None or values is None:
         return [None, None]
     return [(lookups[0], *values[1:]), lookups]
+
+
+@prepare_rule("LSTM", arity=(20, 24))
+def _lstm_shape(op: OpCheck) -> list[Shape]:
+    for i, what in ((0, "input"), (_W_INPUT + 1, "input-to-forget weights"), (18, "output state"),
+                    (19, "cell state")):
+        op.need(i, what)
+    x, w = op.rank(0, 2), op.rank(_W_INPUT + 1, 2)
+    units = op.shape(16)[0] if op.has(16) and op.shape(16) is not None else None  # type: ignore[index]
+    if x is None or w is None:
+        return [None]
+    if w[1] != x[1]:
+        raise op.fail(f"input {list(x)} does not fit its weights {list(w)}")
+    return [(x[0], w[0] if units is None else units)]
+
+
+@prepare_rule("BIDIRECTIONAL_SEQUENCE_RNN")  # one output, or two without merge_outputs
+def _bidirectional_rnn_shapes(op: OpCheck) -> list[Shape]:
+    outputs = 1 if op.attr("merge_outputs", False) else 2
+    if not 9 <= len(op.node.inputs) <= 12 or len(op.node.outputs) != outputs:
+        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 9 to 12 "
+                      f"and {outputs} are expected")
+    for i in range(9):
+        op.need(i)
+    x = op.rank(0, 3)
+    shapes: list[Shape] = []
+    for name, first in (("forward", 1), ("backward", 5)):
+        w, r = op.rank(first, 2), op.rank(first + 1, 2)
+        if x is None or w is None or r is None:
+            return [None] * outputs
+        if w[1] != x[2] or r != (w[0], w[0]):
+            raise op.fail(f"{name} weights {list(w)} and {list(r)} do not fit input {list(x)}")
+        shapes.append((x[0], x[1], w[0]))
+    if outputs == 1:
+        return [(x[0], x[1], shapes[0][2] + shapes[1][2])]  # type: ignore[index]
+    return shapes
