@@ -20,7 +20,7 @@ Models (``<model>_<mode>``):
   graphwright's IR and writer: ADD and (broadcast) SUB with ``pot_scale_int16`` and
   power-of-two scales (LiteRT's shift-and-saturate path), MUL of int16 operands to an int8
   output, NOT_EQUAL (rescaled) and LESS (stored values) of int16 operands of different scales,
-  SELECT_V2 of int16 operands, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8
+  SELECT_V2 of int16 operands, a broadcast int16 DIV, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8
   to an int8 output.
 """
 
@@ -36,7 +36,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 5
+BUILDER_VERSION = 6
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -156,7 +156,7 @@ def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
 
     def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"add": a + b, "sub": a - b, "sub_broadcast": a - c, "mul": a * b, "maximum": tf.maximum(a, b),
-                "minimum": tf.minimum(a, b)}
+                "minimum": tf.minimum(a, b), "quotient": a * c}
 
     converted = model_path.with_name(model_path.stem + "-converted.tflite")
     converted.write_bytes(convert(fn, "int16x8", specs, float_io=True))
@@ -189,6 +189,9 @@ def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
     quantize(reader(sub).outputs[0], DType.INT8, -6, 2)
     quantize(next(v for v in graph.inputs if v.name == "x2"), DType.INT8, -6, -5)  # QUANTIZE int8 -> int16
     quantize(find("MUL", "x1_int16").outputs[0], DType.INT8, -7, 3)  # int16 x int16 -> int8
+    quotient = find("MUL", "x2_int16")  # the converter has no 16x8 DIV
+    quotient.op = "DIV"
+    quantize(quotient.outputs[0], DType.INT16, -9)
     to_bool(find("SUB", "x1_int16"), "NOT_EQUAL")  # rescaled: the operands' scales differ
     pair = [values["x0_int16"], values["x1_int16"]]  # MINIMUM/MAXIMUM read them requantized to one scale
     less = next(n for n in graph if n.op == "MINIMUM")

@@ -64,7 +64,7 @@ def _nonzero_divisor(ctx: OpContext, b: np.ndarray) -> None:
         raise ctx.error("its divisor holds a zero (LiteRT's kernel fails with 'Division by 0')")
 
 
-@kernel("DIV")
+@kernel("DIV", int16=True)
 def div(ctx: OpContext) -> list[np.ndarray]:
     """Float32 ``a / b`` (a zero divisor gives ±FLT_MAX, clamped like any result), int32
     ``a / b`` truncated toward zero as C divides, both clamped to the fused activation; 8-bit
