@@ -242,7 +242,8 @@ def _check_arity(op: _Op) -> None:
             dtype = value.dtype
             if dtype is not None and dtype.value == "resource":
                 continue  # a resource variable's handle (VAR_HANDLE's id)
-            if dtype is None or dtype.numpy is None or np.dtype(dtype.numpy).kind not in "biuf":
+            # complex tensors: what REAL, IMAG and COMPLEX_ABS read
+            if dtype is None or dtype.numpy is None or np.dtype(dtype.numpy).kind not in "biufc":
                 kind = "none" if dtype is None else dtype.value
                 code = value.meta.get("tflite.type")
                 raise op.fail(f"{role} {i} ({value.name!r}) has type {kind}{f' (code {code})' if code else ''}, "
