@@ -13,7 +13,8 @@ Names:
   and the integer types the converter leaves out: ONE_HOT, MATRIX_DIAG, SPARSE_TO_DENSE of int8, uint8,
   int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
   int64 indices), MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
-  HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit).
+  HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit); REAL, IMAG, COMPLEX_ABS
+  of a complex64 input.
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
   norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
@@ -39,7 +40,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 3
+BUILDER_VERSION = 4
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -49,7 +50,8 @@ EXPECTED_OPS = {
     "misc_float": ("ONE_HOT", "BROADCAST_ARGS", "UNIQUE", "MATRIX_DIAG", "MATRIX_SET_DIAG", "SPARSE_TO_DENSE",
                    "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
     "direct_float": ("L2_POOL_2D", "FAKE_QUANT", "ONE_HOT", "SPARSE_TO_DENSE", "MATRIX_DIAG", "MATRIX_SET_DIAG",
-                     "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP"),
+                     "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP", "REAL", "IMAG",
+                     "COMPLEX_ABS"),
     "recurrent_float": ("LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
@@ -104,6 +106,7 @@ def _direct(path: Path) -> list[Spec]:
              _options(fb.FakeQuantOptionsT, min=low, max=high, numBits=bits, narrowRange=narrow))
     _integer_types(m)
     _lookups(m)
+    _complex(m)
     m.write(path)
     return m.specs
 
@@ -214,6 +217,16 @@ def _recurrent(path: Path) -> list[Spec]:
                       fusedActivationFunction=act))
     m.write(path)
     return m.specs
+
+
+def _complex(m: _Flat) -> None:
+    """REAL, IMAG and COMPLEX_ABS of a complex64 input (the corpus feeds real values; the tests also
+    feed complex ones)."""
+    B, tensor = fb.BuiltinOperator, m.tensor
+    z = m.input(Spec((2, 3, 4), "float32"), "z")
+    m.tensors[z].type = fb.TensorType.COMPLEX64
+    for op, name in ((B.REAL, "real"), (B.IMAG, "imag"), (B.COMPLEX_ABS, "complex_abs")):
+        m.op(op, [z], [tensor(name, (2, 3, 4), np.float32)])
 
 
 class _WithCustom(_Flat):

@@ -3,16 +3,18 @@ and the operators the interpreter refuses on purpose."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from graphwright.errors import VerificationError
 from graphwright.formats import load
 from graphwright.ir import Attr
+from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import get_model
 from tests.models.build_tflite_misc import EXPECTED_OPS, NAMES
 
-from ._oracle import assert_matches_reference
+from ._oracle import assert_matches_reference, feeds_for
 
 pytestmark = pytest.mark.slow
 
@@ -26,6 +28,21 @@ def test_matches_litert_reference_kernels(name: str) -> None:
     assert set(EXPECTED_OPS[name]) <= ops, f"{name} lacks {set(EXPECTED_OPS[name]) - ops}"
     for seed in range(6):
         assert assert_matches_reference(info, seeds=range(seed, seed + 1)) > 0
+
+
+def test_complex_parts_of_complex_values() -> None:
+    """REAL, IMAG, COMPLEX_ABS on complex64 values with imaginary parts (the corpus feeds real ones)."""
+    info = get_model("tflite_misc", "direct_float")
+    rng = np.random.default_rng(7)
+    feeds = feeds_for(info, 2)
+    feeds["z"] = (rng.uniform(-3, 3, (2, 3, 4)) + 1j * rng.uniform(-3, 3, (2, 3, 4))).astype(np.complex64)
+    names = ["real", "imag", "complex_abs"]
+    mine = Interpreter(info.path).trace(feeds)
+    theirs = execute(info.path, dict(feeds), Job(backend="litert-ref", outputs=names)).outputs
+    for name in names:
+        assert mine[name].dtype == np.float32
+        np.testing.assert_allclose(mine[name], theirs[name], rtol=0, atol=1e-5 * np.abs(theirs[name]).max())
+    assert np.abs(mine["imag"]).max() > 1
 
 
 @pytest.mark.parametrize("op", ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"])

@@ -3,7 +3,8 @@ UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (the value types each Lite
 float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG and UNIQUE;
 quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
 EMBEDDING_LOOKUP_SPARSE (float32), HASHTABLE_LOOKUP (int32 keys; numeric values), and the
-float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN.
+float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN;
+REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values.
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -207,6 +208,16 @@ def hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
     return [out, hits]
 
 
+@kernel("REAL", "IMAG", "COMPLEX_ABS")
+def complex_part(ctx: OpContext) -> list[np.ndarray]:
+    """The real part, imaginary part or magnitude of complex64 (float32) / complex128 (float64) values."""
+    x = ctx.x(0)
+    if x.dtype.kind != "c":
+        raise ctx.error(f"its input is {x.dtype}; LiteRT's kernel takes complex64 or complex128")
+    part = {"REAL": np.real, "IMAG": np.imag, "COMPLEX_ABS": np.abs}[ctx.node.op](x)
+    return [np.ascontiguousarray(part, ctx.out_dtype())]
+
+
 @kernel("LSTM")
 def lstm(ctx: OpContext) -> list[np.ndarray]:
     """The full (non-sequence) LSTM, float32: one step of the sequence operator's LSTM on
@@ -398,3 +409,8 @@ def _bidirectional_rnn_shapes(op: OpCheck) -> list[Shape]:
     if outputs == 1:
         return [(x[0], x[1], shapes[0][2] + shapes[1][2])]  # type: ignore[index]
     return shapes
+
+
+@prepare_rule("REAL", "IMAG", "COMPLEX_ABS", arity=(1, 1))
+def _complex_part_shape(op: OpCheck) -> list[Shape]:
+    return [op.shape(0)]
