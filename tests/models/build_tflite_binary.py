@@ -20,7 +20,8 @@ Models (``<model>_<mode>``):
   graphwright's IR and writer: ADD and (broadcast) SUB with ``pot_scale_int16`` and
   power-of-two scales (LiteRT's shift-and-saturate path), MUL of int16 operands to an int8
   output, NOT_EQUAL (rescaled) and LESS (stored values) of int16 operands of different scales,
-  SELECT_V2 of int16 operands, a broadcast int16 DIV, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8
+  SELECT_V2 of int16 operands, a broadcast int16 DIV, LOGISTIC and TANH of a power-of-two
+  input scale, QUANTIZE int8 -> int16 from an int8 graph input and int16 -> int8
   to an int8 output.
 """
 
@@ -36,7 +37,7 @@ import tensorflow as tf
 from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, convert, info_of
 
-BUILDER_VERSION = 6
+BUILDER_VERSION = 8
 
 NAMES = ("binary_float", "binary_int8", "integers_float", "activations_int16x8", "pot_int16x8")
 FAMILY = "tflite_binary"
@@ -156,7 +157,7 @@ def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
 
     def fn(a: tf.Tensor, b: tf.Tensor, c: tf.Tensor) -> dict[str, tf.Tensor]:
         return {"add": a + b, "sub": a - b, "sub_broadcast": a - c, "mul": a * b, "maximum": tf.maximum(a, b),
-                "minimum": tf.minimum(a, b), "quotient": a * c}
+                "minimum": tf.minimum(a, b), "quotient": a * c, "logistic": tf.sigmoid(c), "tanh": tf.tanh(c)}
 
     converted = model_path.with_name(model_path.stem + "-converted.tflite")
     converted.write_bytes(convert(fn, "int16x8", specs, float_io=True))
@@ -179,19 +180,21 @@ def _build_pot(model_path: Path, reference_path: Path) -> ModelInfo:
         reader(node).op = "CAST"
 
     values = {v.name: v for n in graph for v in n.outputs}
-    for name, log2_scale in (("x0_int16", -15), ("x1_int16", -16), ("x2_int16", -15)):
+    # x2 at 2^-12: LOGISTIC and TANH take their power-of-two input path
+    for name, log2_scale in (("x0_int16", -15), ("x1_int16", -16), ("x2_int16", -12)):
         quantize(values[name], DType.INT16, log2_scale)
     add, sub = find("ADD", "x1_int16"), find("SUB", "x2_int16")  # power-of-two path, the SUB broadcast
-    for node in (add, sub):
+    for node, log2_scale in ((add, -15), (sub, -12)):
         node.attrs["pot_scale_int16"] = Attr.bool(True)
-        quantize(node.outputs[0], DType.INT16, -15)
+        quantize(node.outputs[0], DType.INT16, log2_scale)
     reader(sub).op = "QUANTIZE"  # requantize int16 -> int8
     quantize(reader(sub).outputs[0], DType.INT8, -6, 2)
     quantize(next(v for v in graph.inputs if v.name == "x2"), DType.INT8, -6, -5)  # QUANTIZE int8 -> int16
     quantize(find("MUL", "x1_int16").outputs[0], DType.INT8, -7, 3)  # int16 x int16 -> int8
     quotient = find("MUL", "x2_int16")  # the converter has no 16x8 DIV
     quotient.op = "DIV"
-    quantize(quotient.outputs[0], DType.INT16, -9)
+    # an output scale of 2^-14 keeps LiteRT's final shift within int32 (below, C's shift is undefined)
+    quantize(quotient.outputs[0], DType.INT16, -14)
     to_bool(find("SUB", "x1_int16"), "NOT_EQUAL")  # rescaled: the operands' scales differ
     pair = [values["x0_int16"], values["x1_int16"]]  # MINIMUM/MAXIMUM read them requantized to one scale
     less = next(n for n in graph if n.op == "MINIMUM")

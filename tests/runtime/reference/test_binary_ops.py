@@ -42,7 +42,8 @@ EXPECTED: dict[str, set[tuple[str, str]]] = {
     | {("FLOOR_DIV", "int16"), ("FLOOR_MOD", "int8"), ("LESS", "int16"), ("SELECT_V2", "bool"), ("CAST", "float32")},
     "activations_int16x8": _of("int16", "ADD", "SUB", "MUL", "LOGISTIC", "TANH", "SOFTMAX", "RELU", "RELU6",
                                "MAXIMUM", "MINIMUM", "DEQUANTIZE") | {("QUANTIZE", "float32")},
-    "pot_int16x8": _of("int16", "ADD", "SUB", "MUL", "DIV", "NOT_EQUAL", "LESS", "QUANTIZE", "DEQUANTIZE")
+    "pot_int16x8": _of("int16", "ADD", "SUB", "MUL", "DIV", "NOT_EQUAL", "LESS", "LOGISTIC", "TANH", "QUANTIZE",
+                       "DEQUANTIZE")
     | {("SELECT_V2", "bool"), ("QUANTIZE", "int8"), ("CAST", "bool")},
 }
 #: CAST pairs the integer model must convert (input type, output type)

@@ -87,7 +87,10 @@ def _div_quantized(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.dtype
     """LiteRT's quantized DIV: with ``x = a − zp1``, ``y = b − zp2`` (signs moved so ``y > 0``),
     ``1/y`` as a Q0.31 reciprocal of ``y`` normalised to [1, 2) (gemmlowp's Newton-Raphson
     ``one_over_one_plus_x``), ``x`` shifted left by its redundant sign bits, multiplied by it,
-    then by ``s1/(s2·s_out)`` (float32) with the shifts combined; clamped to the activation."""
+    then by ``s1/(s2·s_out)`` (float32) with the shifts combined; clamped to the activation.
+    Where the combined right shift exceeds 31 (a tiny dividend over a large divisor, with a small
+    ``s1/(s2·s_out)``) C's shift is undefined and LiteRT's x86 build gives nonsense; this gives
+    the rounded quotient."""
     q1, q2, qo = ctx.in_quant(0), ctx.in_quant(1), ctx.out_quant()
     if q1 is None or q2 is None or qo is None:
         raise ctx.error(f"{dtype} tensors without quantization parameters")
