@@ -27,6 +27,9 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``image_ops``: tf.image preprocessing — resize with align_corners, nearest resize, crop,
   flip, grayscale, per-image standardization;
 * ``stft``: tf.signal.stft magnitude and log-mel-like projection (RFFT2D, COMPLEX_ABS);
+* ``yolo``: a tiny YOLO-style detector — SPACE_TO_DEPTH stem, LeakyReLU, SiLU, SPP max pool;
+* ``super_res``: ESPCN-style — MIRROR_PAD (reflect, symmetric), instance norm, DEPTH_TO_SPACE;
+* ``face_embed``: MobileFaceNet-style — PReLU, global depthwise convolution, L2_NORMALIZATION;
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -65,6 +68,9 @@ NAMES = (
     "two_inputs_float", "two_inputs_int8",
     "image_ops_float", "image_ops_int8",
     "stft_float",
+    "yolo_float", "yolo_int8", "yolo_int16x8",
+    "super_res_float", "super_res_int8", "super_res_int16x8",
+    "face_embed_float", "face_embed_int8", "face_embed_dynamic",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -323,6 +329,71 @@ def _stft() -> Made:
     return spectrogram, [Spec((1, 512))]
 
 
+def _yolo() -> Made:
+    """A tiny YOLO-style detector: a SPACE_TO_DEPTH ("focus") stem, LeakyReLU and SiLU
+    activations, a stride-1 max pool, nearest resizing up, concatenated scales, sigmoid boxes."""
+    anchors, classes = 3, 4
+    x = keras.Input((64, 64, 3), batch_size=1, name="image")
+    y = L.Lambda(lambda v: tf.nn.space_to_depth(v, 2), name="focus")(x)
+    y = L.LeakyReLU(0.1, name="stem_leaky")(_conv_bn(y, 16, 3, "stem", activation=None))
+    y = _conv_bn(y, 32, 3, "c1", strides=2, activation="silu")                 # 16x16
+    mid = _conv_bn(y, 32, 3, "c2", activation="silu")
+    y = L.MaxPooling2D(2, name="down")(mid)                                     # 8x8
+    y = L.MaxPooling2D(5, strides=1, padding="same", name="spp")(_conv_bn(y, 48, 3, "c3", activation="silu"))
+    low = L.LeakyReLU(0.1, name="low_leaky")(_conv_bn(y, 48, 1, "c4", activation=None))
+    up = L.Resizing(16, 16, interpolation="nearest", name="up")(_conv_bn(low, 16, 1, "lat", activation="silu"))
+    high = _conv_bn(L.Concatenate(name="join")([up, mid]), 32, 3, "c5", activation="silu")
+    outputs = []
+    for feat, tag in ((low, "8"), (high, "16")):
+        raw = L.Conv2D(anchors * (5 + classes), 1, name=f"det{tag}")(feat)
+        raw = L.Reshape((-1, 5 + classes), name=f"det{tag}_flat")(raw)
+        outputs.append(L.Activation("sigmoid", name=f"det{tag}_sigmoid")(raw))
+    return keras.Model(x, L.Concatenate(axis=1, name="detections")(outputs), name="yolo"), [
+        Spec((1, 64, 64, 3), low=0.0)]
+
+
+class _InstanceNorm(L.Layer):
+    """Instance normalization as style-transfer models write it (per-image, per-channel moments)."""
+
+    def build(self, shape: tuple[int, ...]) -> None:
+        self.gamma = self.add_weight(shape=(shape[-1],), initializer="ones")
+        self.beta = self.add_weight(shape=(shape[-1],), initializer="zeros")
+
+    def call(self, x: tf.Tensor) -> tf.Tensor:
+        mean, variance = tf.nn.moments(x, axes=[1, 2], keepdims=True)
+        return (x - mean) * tf.math.rsqrt(variance + 1e-3) * self.gamma + self.beta
+
+
+def _super_res() -> Made:
+    """An ESPCN-style x2 super-resolution / style-transfer hybrid: reflect padding (MIRROR_PAD),
+    instance normalization, a pixel shuffle (DEPTH_TO_SPACE), clipped output."""
+    x = keras.Input((24, 24, 3), batch_size=1, name="image")
+    y = L.Lambda(lambda v: tf.pad(v, [[0, 0], [2, 2], [2, 2], [0, 0]], mode="REFLECT"), name="reflect")(x)
+    y = L.Conv2D(16, 5, activation="tanh", name="feat")(y)
+    y = L.ReLU(name="norm_relu")(_InstanceNorm(name="norm")(y))
+    y = L.Lambda(lambda v: tf.pad(v, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC"), name="symmetric")(y)
+    y = L.Conv2D(3 * 4, 3, name="subpixel")(y)
+    y = L.Lambda(lambda v: tf.nn.depth_to_space(v, 2), name="shuffle")(y)
+    return keras.Model(x, L.ReLU(1.0, name="clip")(y), name="super_res"), [Spec((1, 24, 24, 3), low=0.0)]
+
+
+def _face_embed() -> Made:
+    """A MobileFaceNet-style face embedder: PReLU, inverted residuals, a global depthwise
+    convolution (the whole 4x4 map, valid), a linear 1x1 bottleneck, L2-normalized embedding."""
+    x = keras.Input((64, 64, 3), batch_size=1, name="face")
+    y = L.PReLU(shared_axes=[1, 2], name="stem_prelu")(_conv_bn(x, 16, 3, "stem", strides=2, activation=None))
+    for i, (filters, stride) in enumerate(((16, 1), (24, 2), (32, 2), (32, 1), (48, 2))):
+        shortcut = y
+        h = L.PReLU(shared_axes=[1, 2], name=f"b{i}_prelu")(_conv_bn(y, 2 * filters, 1, f"b{i}_exp", activation=None))
+        h = L.DepthwiseConv2D(3, strides=stride, padding="same", name=f"b{i}_dw")(h)
+        h = _conv_bn(h, filters, 1, f"b{i}_proj", activation=None)
+        y = L.Add(name=f"b{i}_add")([h, shortcut]) if stride == 1 and int(shortcut.shape[-1]) == filters else h
+    y = L.DepthwiseConv2D(int(y.shape[1]), name="gdc")(y)                       # global depthwise
+    y = L.Flatten(name="flat")(_conv_bn(y, 32, 1, "linear", activation=None))
+    embedding = L.Lambda(lambda v: tf.math.l2_normalize(v, axis=-1), name="l2norm")(y)
+    return keras.Model(x, embedding, name="face_embed"), [Spec((1, 64, 64, 3))]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -334,7 +405,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "mobilenet_v1": _mobilenet_v1, "ds_cnn": _ds_cnn, "gru_kws": _gru_kws, "lstm_kws": _lstm_kws,
     "conv1d_audio": _conv1d_audio, "deeplab": _deeplab, "selfie": _selfie, "pose": _pose, "hand": _hand,
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
-    "image_ops": _image_ops, "stft": _stft,
+    "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
 }
 
 
