@@ -14,7 +14,7 @@ Names:
   int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
   int64 indices), MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
   HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit); REAL, IMAG, COMPLEX_ABS
-  of a complex64 input.
+  of a complex64 input; LSH_PROJECTION (sparse and dense, weighted; int8, int32 and float32 rows).
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
   norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
@@ -40,7 +40,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 4
+BUILDER_VERSION = 6
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -51,7 +51,7 @@ EXPECTED_OPS = {
                    "NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5"),
     "direct_float": ("L2_POOL_2D", "FAKE_QUANT", "ONE_HOT", "SPARSE_TO_DENSE", "MATRIX_DIAG", "MATRIX_SET_DIAG",
                      "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP", "REAL", "IMAG",
-                     "COMPLEX_ABS"),
+                     "COMPLEX_ABS", "LSH_PROJECTION"),
     "recurrent_float": ("LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
@@ -107,6 +107,7 @@ def _direct(path: Path) -> list[Spec]:
     _integer_types(m)
     _lookups(m)
     _complex(m)
+    _lsh(m)
     m.write(path)
     return m.specs
 
@@ -227,6 +228,25 @@ def _complex(m: _Flat) -> None:
     m.tensors[z].type = fb.TensorType.COMPLEX64
     for op, name in ((B.REAL, "real"), (B.IMAG, "imag"), (B.COMPLEX_ABS, "complex_abs")):
         m.op(op, [z], [tensor(name, (2, 3, 4), np.float32)])
+
+
+def _lsh(m: _Flat) -> None:
+    """LSH_PROJECTION sparse and dense, with and without weights, on keys of 5, 16, 24 and 44 bytes
+    (each of FarmHash's length classes up to 64)."""
+    B, opts, tensor = fb.BuiltinOperator, fb.BuiltinOptions, m.tensor
+    rng = np.random.default_rng(3)
+    functions = tensor("lsh_functions", (3, 4), np.float32, rng.uniform(-1, 1, (3, 4)))
+    inputs = {"lsh_i8": m.input(Spec((5,), "int8", -128, 128), "lsh_i8"),
+              "lsh_i32": m.input(Spec((4, 3), "int32", -1000, 1000), "lsh_i32"),
+              "lsh_f32_short": m.input(Spec((2, 5)), "lsh_f32_short"),
+              "lsh_f32": m.input(Spec((3, 10)), "lsh_f32")}
+    weights = tensor("lsh_weights", (4,), np.float32, rng.uniform(-1, 1, 4))
+    for name, x in inputs.items():
+        m.op(B.LSH_PROJECTION, [functions, x], [tensor(f"{name}_sparse", (3,), np.int32)], opts.LSHProjectionOptions,
+             _options(fb.LSHProjectionOptionsT, type=1))
+        m.op(B.LSH_PROJECTION, [functions, x] + ([weights] if name == "lsh_i32" else []),
+             [tensor(f"{name}_dense", (12,), np.int32)], opts.LSHProjectionOptions,
+             _options(fb.LSHProjectionOptionsT, type=2))
 
 
 class _WithCustom(_Flat):

@@ -4,7 +4,8 @@ float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG 
 quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
 EMBEDDING_LOOKUP_SPARSE (float32), HASHTABLE_LOOKUP (int32 keys; numeric values), and the
 float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN;
-REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values.
+REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values; LSH_PROJECTION (sparse and dense,
+FarmHash Fingerprint64 of keys up to 64 bytes).
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -218,6 +219,92 @@ def complex_part(ctx: OpContext) -> list[np.ndarray]:
     return [np.ascontiguousarray(part, ctx.out_dtype())]
 
 
+# -- LSH_PROJECTION: FarmHash's Fingerprint64 (farmhashna::Hash64) of up to 64 bytes -----------------
+
+_MASK = (1 << 64) - 1
+_K0, _K1, _K2 = 0xC3A5C85C97CB3127, 0xB492B66FBE98F273, 0x9AE16A3B2F90404F
+#: longest key hashed here (LiteRT's keys are 4 seed bytes and one input row)
+_LONGEST_KEY = 64
+
+
+def _rotr(v: int, shift: int) -> int:
+    return ((v >> shift) | (v << (64 - shift))) & _MASK
+
+
+def _fetch(s: bytes, at: int, size: int = 8) -> int:
+    return int.from_bytes(s[at:at + size], "little")
+
+
+def _shift_mix(v: int) -> int:
+    return v ^ (v >> 47)
+
+
+def _hash16(u: int, v: int, mul: int) -> int:
+    a = _shift_mix(((u ^ v) * mul) & _MASK)
+    b = _shift_mix(((v ^ a) * mul) & _MASK)
+    return (b * mul) & _MASK
+
+
+def _fingerprint64(s: bytes) -> int:
+    """FarmHash Fingerprint64 of ``s`` (at most 64 bytes), as an unsigned 64-bit integer."""
+    n = len(s)
+    mul = (_K2 + 2 * n) & _MASK
+    if n > 32:
+        a, b = (_fetch(s, 0) * _K2) & _MASK, _fetch(s, 8)
+        c, d = (_fetch(s, n - 8) * mul) & _MASK, (_fetch(s, n - 16) * _K2) & _MASK
+        y = (_rotr((a + b) & _MASK, 43) + _rotr(c, 30) + d) & _MASK
+        z = _hash16(y, (a + _rotr((b + _K2) & _MASK, 18) + c) & _MASK, mul)
+        e, f = (_fetch(s, 16) * mul) & _MASK, _fetch(s, 24)
+        g, h = ((y + _fetch(s, n - 32)) * mul) & _MASK, ((z + _fetch(s, n - 24)) * mul) & _MASK
+        return _hash16((_rotr((e + f) & _MASK, 43) + _rotr(g, 30) + h) & _MASK,
+                       (e + _rotr((f + a) & _MASK, 18) + g) & _MASK, mul)
+    if n > 16:
+        a, b = (_fetch(s, 0) * _K1) & _MASK, _fetch(s, 8)
+        c, d = (_fetch(s, n - 8) * mul) & _MASK, (_fetch(s, n - 16) * _K2) & _MASK
+        return _hash16((_rotr((a + b) & _MASK, 43) + _rotr(c, 30) + d) & _MASK,
+                       (a + _rotr((b + _K2) & _MASK, 18) + c) & _MASK, mul)
+    if n >= 8:
+        a, b = (_fetch(s, 0) + _K2) & _MASK, _fetch(s, n - 8)
+        c = (_rotr(b, 37) * mul + a) & _MASK
+        return _hash16(c, ((_rotr(a, 25) + b) * mul) & _MASK, mul)
+    if n >= 4:
+        return _hash16((n + (_fetch(s, 0, 4) << 3)) & _MASK, _fetch(s, n - 4, 4), mul)
+    if n:
+        y, z = s[0] + (s[n >> 1] << 8), n + (s[n - 1] << 2)
+        return (_shift_mix(((y * _K2) ^ (z * _K0)) & _MASK) * _K2) & _MASK
+    return _K2
+
+
+def _sign_bit(rows: list[bytes], weights: np.ndarray | None, seed: np.float32) -> int:
+    """1 when the (weighted) sum of the rows' signed hashes under ``seed`` (its float32 bytes first) is positive."""
+    prefix = seed.tobytes()
+    score = 0.0
+    for i, row in enumerate(rows):
+        signature = _fingerprint64(prefix + row)
+        value = float(signature - (1 << 64) if signature >> 63 else signature)  # int64 -> double
+        score += value if weights is None else float(weights[i]) * value
+    return int(score > 0)
+
+
+@kernel("LSH_PROJECTION")
+def lsh_projection(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's kernel: bit j of hash function i is the sign of Σ weight·Fingerprint64(seed ‖ row)
+    with seed the float32 value [i, j] of the first input; sparse (type 1): each function's bits
+    as an integer plus i·2^bits, dense (type 2): every bit."""
+    seeds = ctx.x(0).astype(np.float32)
+    functions, bits = seeds.shape
+    x = np.ascontiguousarray(ctx.x(1))
+    rows = [row.tobytes() for row in x.reshape(x.shape[0], -1)]
+    if rows and 4 + len(rows[0]) > _LONGEST_KEY:
+        raise ctx.error(f"input rows of {len(rows[0])} bytes are not implemented (at most {_LONGEST_KEY - 4})")
+    weights = ctx.x(2) if ctx.has(2) else None
+    signs = np.asarray([[_sign_bit(rows, weights, seed) for seed in row] for row in seeds], np.int32)
+    if int(ctx.attr("type", 0) or 0) == 2:
+        return [signs.reshape(-1)]
+    packed = (signs << np.arange(bits - 1, -1, -1, dtype=np.int32)).sum(axis=1, dtype=np.int32)
+    return [packed + np.arange(functions, dtype=np.int32) * np.int32(1 << bits)]
+
+
 @kernel("LSTM")
 def lstm(ctx: OpContext) -> list[np.ndarray]:
     """The full (non-sequence) LSTM, float32: one step of the sequence operator's LSTM on
@@ -414,3 +501,24 @@ def _bidirectional_rnn_shapes(op: OpCheck) -> list[Shape]:
 @prepare_rule("REAL", "IMAG", "COMPLEX_ABS", arity=(1, 1))
 def _complex_part_shape(op: OpCheck) -> list[Shape]:
     return [op.shape(0)]
+
+
+@prepare_rule("LSH_PROJECTION", arity=(2, 3))
+def _lsh_projection_shape(op: OpCheck) -> list[Shape]:
+    op.need(0, "hash functions")
+    op.need(1, "input")
+    kind = op.int_attr("type", 0)
+    if kind not in (1, 2):
+        raise op.fail(f"its projection type {kind} is neither sparse (1) nor dense (2)")
+    functions, x = op.rank(0, 2), op.shape(1)
+    if functions is not None and functions[1] > 32:
+        raise op.fail(f"{functions[1]} bits per hash function are over LiteRT's 32")
+    if x is not None and not x:
+        raise op.fail("its input is a scalar")
+    if op.has(2):
+        weights = op.rank(2, 1)
+        if weights is not None and x is not None and weights[0] != x[0]:
+            raise op.fail(f"weights {list(weights)} do not fit input {list(x)}")
+    if functions is None:
+        return [None]
+    return [(functions[0],) if kind == 1 else (functions[0] * functions[1],)]
