@@ -40,7 +40,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 6
+BUILDER_VERSION = 7
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -231,15 +231,16 @@ def _complex(m: _Flat) -> None:
 
 
 def _lsh(m: _Flat) -> None:
-    """LSH_PROJECTION sparse and dense, with and without weights, on keys of 5, 16, 24 and 44 bytes
-    (each of FarmHash's length classes up to 64)."""
+    """LSH_PROJECTION sparse and dense, with and without weights, on keys of 5, 16, 24, 44 and 208 bytes
+    (each of FarmHash's length classes; 208: three 64-byte rounds and a last one)."""
     B, opts, tensor = fb.BuiltinOperator, fb.BuiltinOptions, m.tensor
     rng = np.random.default_rng(3)
     functions = tensor("lsh_functions", (3, 4), np.float32, rng.uniform(-1, 1, (3, 4)))
     inputs = {"lsh_i8": m.input(Spec((5,), "int8", -128, 128), "lsh_i8"),
               "lsh_i32": m.input(Spec((4, 3), "int32", -1000, 1000), "lsh_i32"),
               "lsh_f32_short": m.input(Spec((2, 5)), "lsh_f32_short"),
-              "lsh_f32": m.input(Spec((3, 10)), "lsh_f32")}
+              "lsh_f32": m.input(Spec((3, 10)), "lsh_f32"),
+              "lsh_f32_long": m.input(Spec((2, 3, 17)), "lsh_f32_long")}
     weights = tensor("lsh_weights", (4,), np.float32, rng.uniform(-1, 1, 4))
     for name, x in inputs.items():
         m.op(B.LSH_PROJECTION, [functions, x], [tensor(f"{name}_sparse", (3,), np.int32)], opts.LSHProjectionOptions,

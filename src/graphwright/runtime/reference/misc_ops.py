@@ -5,7 +5,7 @@ quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
 EMBEDDING_LOOKUP_SPARSE (float32), HASHTABLE_LOOKUP (int32 keys; numeric values), and the
 float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN;
 REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values; LSH_PROJECTION (sparse and dense,
-FarmHash Fingerprint64 of keys up to 64 bytes).
+FarmHash Fingerprint64 keys).
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
 LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
@@ -219,12 +219,10 @@ def complex_part(ctx: OpContext) -> list[np.ndarray]:
     return [np.ascontiguousarray(part, ctx.out_dtype())]
 
 
-# -- LSH_PROJECTION: FarmHash's Fingerprint64 (farmhashna::Hash64) of up to 64 bytes -----------------
+# -- LSH_PROJECTION: FarmHash's Fingerprint64 (farmhashna::Hash64) --------------------------------
 
 _MASK = (1 << 64) - 1
 _K0, _K1, _K2 = 0xC3A5C85C97CB3127, 0xB492B66FBE98F273, 0x9AE16A3B2F90404F
-#: longest key hashed here (LiteRT's keys are 4 seed bytes and one input row)
-_LONGEST_KEY = 64
 
 
 def _rotr(v: int, shift: int) -> int:
@@ -245,10 +243,55 @@ def _hash16(u: int, v: int, mul: int) -> int:
     return (b * mul) & _MASK
 
 
+def _weak32(s: bytes, at: int, a: int, b: int) -> tuple[int, int]:
+    """FarmHash's WeakHashLen32WithSeeds of the 32 bytes at ``at``."""
+    w, x, y, z = (_fetch(s, at + 8 * k) for k in range(4))
+    a = (a + w) & _MASK
+    b = _rotr((b + a + z) & _MASK, 21)
+    c = a
+    a = (a + x + y) & _MASK
+    b = (b + _rotr(a, 44)) & _MASK
+    return (a + z) & _MASK, (b + c) & _MASK
+
+
+def _fingerprint_long(s: bytes) -> int:
+    """Fingerprint64 of more than 64 bytes: 64-byte rounds on a 56-byte state, then the last 64 bytes."""
+    n = len(s)
+    x, y = 81, (81 * _K1 + 113) & _MASK
+    z = (_shift_mix((y * _K2 + 113) & _MASK) * _K2) & _MASK
+    v, w = (0, 0), (0, 0)
+    x = (x * _K2 + _fetch(s, 0)) & _MASK
+    end = ((n - 1) // 64) * 64
+    last = end + ((n - 1) & 63) - 63
+
+    def mix(at: int, mul: int, nine: int) -> None:
+        nonlocal x, y, z, v, w
+        x = (_rotr((x + y + v[0] + _fetch(s, at + 8)) & _MASK, 37) * mul) & _MASK
+        y = (_rotr((y + v[1] + _fetch(s, at + 48)) & _MASK, 42) * mul) & _MASK
+        x ^= (w[1] * nine) & _MASK
+        y = (y + v[0] * nine + _fetch(s, at + 40)) & _MASK
+        z = (_rotr((z + w[0]) & _MASK, 33) * mul) & _MASK
+        v = _weak32(s, at, (v[1] * mul) & _MASK, (x + w[0]) & _MASK)
+        w = _weak32(s, at + 32, (z + w[1]) & _MASK, (y + _fetch(s, at + 16)) & _MASK)
+        x, z = z, x
+
+    for at in range(0, end, 64):
+        mix(at, _K1, 1)
+    mul = (_K1 + ((z & 0xFF) << 1)) & _MASK
+    w = ((w[0] + ((n - 1) & 63)) & _MASK, w[1])
+    v = ((v[0] + w[0]) & _MASK, v[1])
+    w = ((w[0] + v[0]) & _MASK, w[1])
+    mix(last, mul, 9)
+    return _hash16((_hash16(v[0], w[0], mul) + _shift_mix(y) * _K0 + z) & _MASK,
+                   (_hash16(v[1], w[1], mul) + x) & _MASK, mul)
+
+
 def _fingerprint64(s: bytes) -> int:
-    """FarmHash Fingerprint64 of ``s`` (at most 64 bytes), as an unsigned 64-bit integer."""
+    """FarmHash Fingerprint64 (farmhashna::Hash64) of ``s``, as an unsigned 64-bit integer."""
     n = len(s)
     mul = (_K2 + 2 * n) & _MASK
+    if n > 64:
+        return _fingerprint_long(s)
     if n > 32:
         a, b = (_fetch(s, 0) * _K2) & _MASK, _fetch(s, 8)
         c, d = (_fetch(s, n - 8) * mul) & _MASK, (_fetch(s, n - 16) * _K2) & _MASK
@@ -295,8 +338,6 @@ def lsh_projection(ctx: OpContext) -> list[np.ndarray]:
     functions, bits = seeds.shape
     x = np.ascontiguousarray(ctx.x(1))
     rows = [row.tobytes() for row in x.reshape(x.shape[0], -1)]
-    if rows and 4 + len(rows[0]) > _LONGEST_KEY:
-        raise ctx.error(f"input rows of {len(rows[0])} bytes are not implemented (at most {_LONGEST_KEY - 4})")
     weights = ctx.x(2) if ctx.has(2) else None
     signs = np.asarray([[_sign_bit(rows, weights, seed) for seed in row] for row in seeds], np.int32)
     if int(ctx.attr("type", 0) or 0) == 2:
