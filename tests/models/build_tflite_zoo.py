@@ -368,7 +368,11 @@ def _super_res() -> Made:
     """An ESPCN-style x2 super-resolution / style-transfer hybrid: reflect padding (MIRROR_PAD),
     instance normalization, a pixel shuffle (DEPTH_TO_SPACE), clipped output."""
     x = keras.Input((24, 24, 3), batch_size=1, name="image")
-    y = L.Lambda(lambda v: tf.pad(v, [[0, 0], [2, 2], [2, 2], [0, 0]], mode="REFLECT"), name="reflect")(x)
+    # a constant coordinate channel (CoordConv): a constant image must not leave the instance
+    # norm only rounding noise to amplify
+    grid = np.linspace(-1.0, 1.0, 24 * 24, dtype=np.float32).reshape(1, 24, 24, 1)
+    y = L.Lambda(lambda v: tf.concat([v, grid], axis=-1), name="coords")(x)
+    y = L.Lambda(lambda v: tf.pad(v, [[0, 0], [2, 2], [2, 2], [0, 0]], mode="REFLECT"), name="reflect")(y)
     y = L.Conv2D(16, 5, activation="tanh", name="feat")(y)
     y = L.ReLU(name="norm_relu")(_InstanceNorm(name="norm")(y))
     y = L.Lambda(lambda v: tf.pad(v, [[0, 0], [1, 1], [1, 1], [0, 0]], mode="SYMMETRIC"), name="symmetric")(y)
