@@ -40,7 +40,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 7
+BUILDER_VERSION = 8
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -305,7 +305,9 @@ def _detection(path: Path, quantized: bool) -> list[Spec]:
         anc = m.tensor("anchors", (boxes, 4), np.float32, anchors)
     common = {"y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0, "nms_iou_threshold": 0.5,
               "num_classes": classes, "max_detections": 6}
-    for prefix, options in (("fast", {"max_classes_per_detection": 2, "nms_score_threshold": 0.3,
+    # fast NMS leaves the slots after its last detection unwritten (LiteRT's arena holds anything there):
+    # its threshold keeps every box, so that six detections fill them on every input
+    for prefix, options in (("fast", {"max_classes_per_detection": 2, "nms_score_threshold": -2.0,
                                       "use_regular_nms": False}),
                             ("regular", {"max_classes_per_detection": 1, "nms_score_threshold": 0.2,
                                          "use_regular_nms": True, "detections_per_class": 4})):

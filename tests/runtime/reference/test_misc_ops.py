@@ -30,6 +30,16 @@ def test_matches_litert_reference_kernels(name: str) -> None:
         assert assert_matches_reference(info, seeds=range(seed, seed + 1)) > 0
 
 
+@pytest.mark.parametrize("name", ["detection_float", "detection_uint8"])
+def test_fast_nms_fills_every_slot_of_the_corpus_runs(name: str) -> None:
+    """LiteRT leaves fast-NMS slots after the last detection unwritten (arena contents), so the
+    corpus compares only runs that fill all six: each seed must detect six boxes."""
+    info = get_model("tflite_misc", name)
+    interp = Interpreter(info.path)
+    for seed in range(6):
+        assert interp.run(feeds_for(info, seed))["fast_count"].tolist() == [6.0]
+
+
 def test_complex_parts_of_complex_values() -> None:
     """REAL, IMAG, COMPLEX_ABS on complex64 values with imaginary parts (the corpus feeds real ones)."""
     info = get_model("tflite_misc", "direct_float")
@@ -50,6 +60,14 @@ def test_random_operators_refused_in_one_line(op: str) -> None:
     model = load(get_model("tflite_misc", "direct_float").path)
     next(iter(model.graph)).op = op
     with pytest.raises(VerificationError, match=rf"{op} .*non-deterministic op.*Philox") as err:
+        Interpreter(model)
+    assert "\n" not in str(err.value)
+
+
+def test_skip_gram_refused_in_one_line() -> None:
+    model = load(get_model("tflite_misc", "direct_float").path)
+    next(iter(model.graph)).op = "SKIP_GRAM"
+    with pytest.raises(VerificationError, match=r"SKIP_GRAM .*string tensors") as err:
         Interpreter(model)
     assert "\n" not in str(err.value)
 

@@ -264,7 +264,9 @@ def _single_class(boxes: np.ndarray, scores: np.ndarray, limit: int, score_thres
 def detection_postprocess(ctx: OpContext) -> list[np.ndarray]:
     """As LiteRT's custom kernel: decode the boxes, then fast NMS (each anchor ranked by its best
     class, its top ``max_classes_per_detection`` classes reported) or regular NMS (per class, the
-    best ``max_detections`` over all classes kept); outputs boxes, classes, scores, count (float32)."""
+    best ``max_detections`` over all classes kept); outputs boxes, classes, scores, count (float32).
+    Slots after the last detection are zero (LiteRT zeroes them in regular NMS and leaves them
+    unwritten in fast NMS)."""
     o = _options(ctx)
     scales = np.asarray([o["y_scale"], o["x_scale"], o["h_scale"], o["w_scale"]], np.float32).astype(np.float64)
     max_det, per_detection = int(o["max_detections"]), int(o["max_classes_per_detection"])

@@ -8,7 +8,8 @@ REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values; LSH_PROJECTION (s
 FarmHash Fingerprint64 keys).
 
 RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL are refused: their outputs come from
-LiteRT's Philox generator, whose state the interpreter does not share.  All O(output size)
+LiteRT's Philox generator, whose state the interpreter does not share; SKIP_GRAM too: its
+tensors are strings, which the interpreter does not compute with.  All O(output size)
 but UNIQUE (O(n log n)).
 """
 
@@ -23,6 +24,8 @@ from .sequence import _UNIDIRECTIONAL, _W_INPUT, _float_lstm
 for _op in ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"):
     REFUSED[_op] = ("a non-deterministic op: its output depends on the state of LiteRT's Philox random "
                     "generator, which the reference interpreter does not reproduce")
+REFUSED["SKIP_GRAM"] = ("it reads and writes string tensors; graphwright reads them from the file, but the "
+                        "reference interpreter computes numeric, bool and complex tensors only")
 
 
 @kernel("ONE_HOT")
