@@ -59,6 +59,7 @@ from .fixedpoint import (
     rounding_divide_by_pot,
 )
 from .jit import kernels
+from .luts import lut16_double, lut16_lookup
 
 LEFT_SHIFT = 20
 
@@ -484,34 +485,6 @@ def softmax(ctx: OpContext) -> list[np.ndarray]:
     return [np.clip(q, *type_range(dtype)).astype(dtype)]
 
 
-def _lut16_double(fn: Callable[[np.ndarray], np.ndarray], s_in: float, zp_in: int, s_out: float) -> np.ndarray:
-    """``LUTPopulate<int16_t>`` in double (what int16 SOFTMAX builds its tables with): 512 samples
-    of ``fn`` over the input range, each less half its midpoint interpolation error (all rounded
-    half away from zero), then ``fn`` at the range's end; symmetric output (zero point 0)."""
-    in_min, in_max = s_in * (-32768 - zp_in), s_in * (32767 - zp_in)
-    step = (in_max - in_min) / 512
-    inverse = 65536.0 / (s_out * 32767 - s_out * -32768)
-    at = in_min + np.arange(512) * step
-    sample = round_half_away(fn(at) * inverse)
-    interpolated = round_half_away((fn(in_min + (np.arange(512) + 1) * step) * inverse + sample) / 2)
-    bias = round_half_away((interpolated - round_half_away(fn(at + step / 2) * inverse)) / 2)
-    last = round_half_away(fn(np.array([in_max])) * inverse)
-    return np.clip(np.concatenate([sample - bias, last]), -32768, 32767).astype(np.int64)
-
-
-def _lut16_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``LUTLookup`` of int16 values in a 513-entry table: the entry at the top 9 bits,
-    interpolated on the low 7 (rounding to nearest), as int64."""
-    v = x.astype(np.int64)
-    index = 256 + (v >> 7)
-    base = table[index]
-    return _wrap16(base + (((table[index + 1] - base) * (v & 0x7F) + 64) >> 7))
-
-
-def _wrap16(v: np.ndarray) -> np.ndarray:
-    return v.astype(np.int16).astype(np.int64)
-
-
 def _softmax_int16(ctx: OpContext, x: np.ndarray, beta: np.float32) -> np.ndarray:
     """LiteRT's int16 SOFTMAX: per row, ``d = x − max`` rescaled so [−65535, 0] spans [−10, 0],
     ``e = LUT_exp(d + 32767)`` (Q0.15), the row sum normalised to its leading bit and mapped
@@ -521,20 +494,20 @@ def _softmax_int16(ctx: OpContext, x: np.ndarray, beta: np.float32) -> np.ndarra
     tables = ctx.cache.get("softmax16")
     if tables is None:
         step = 1.0 / 65535
-        exp_lut = _lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step)
-        recip_lut = _lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768, 2.0 * step)
+        exp_lut = lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step)
+        recip_lut = lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768, 2.0 * step)
         real = float(np.float32(np.float32(qi.s) * beta)) / (10.0 / 65535.0)
         tables = ctx.cache["softmax16"] = (exp_lut, recip_lut, *quantize_multiplier(real))
     exp_lut, recip_lut, m, shift = tables
     xi = x.astype(np.int64)
     diff = xi - xi.max(axis=-1, keepdims=True)
     scaled = multiply_by_quantized_multiplier(diff, m, shift, ctx.rounding) + 32767
-    e = _lut16_lookup(exp_lut, np.clip(scaled, -32768, 32767))
+    e = lut16_lookup(exp_lut, np.clip(scaled, -32768, 32767))
     total = e.sum(axis=-1, keepdims=True)
     headroom = 32 - np.floor(np.log2(np.maximum(total, 1))).astype(np.int64) - 1  # leading zeros of 32 bits
     headroom = np.where(total == 0, 32, headroom)
     shifted = ((total << (headroom - 1)) + (1 << 13)) >> 14
-    recip = _lut16_lookup(recip_lut, np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767))
+    recip = lut16_lookup(recip_lut, np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767))
     right = 31 - headroom
     out = (e * recip + ((np.int64(1) << right) >> 1)) >> right
     return np.clip(out, 0, 32767).astype(np.int16)

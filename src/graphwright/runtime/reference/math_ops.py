@@ -31,14 +31,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
-from collections.abc import Callable
 from functools import cache
 
 import numpy as np
 
 # the module, not its names: elementwise imports this module's tables in turn
 from . import elementwise
-from ._common import OpContext, kernel, round_half_away, type_range
+from ._common import OpContext, kernel, type_range
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -47,11 +46,8 @@ from .fixedpoint import (
     rounding_divide_by_pot,
     saturating_rounding_doubling_high_mul,
 )
+from .luts import F32, FloatFn, lut16_float32, lut16_lookup, round_f32
 from .prepare import MANY, OpCheck, Shape, broadcast_shape, prepare_rule
-
-F32 = np.float32
-FloatFn = Callable[[np.ndarray], np.ndarray]
-
 
 # -- the C library's float functions ------------------------------------------------------------------
 
@@ -67,11 +63,6 @@ def _libm(name: str) -> FloatFn:
         return lambda v: np.asarray(ufunc(np.asarray(v, np.float64))).astype(F32)
     fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
     return lambda v: np.array([fn(float(e)) for e in np.asarray(v, F32).reshape(-1)], F32).reshape(np.shape(v))
-
-
-def _round(v: np.ndarray) -> np.ndarray:
-    """C ``roundf`` on float32 values: halves away from zero."""
-    return round_half_away(np.asarray(v, F32)).astype(F32)
 
 
 def _exp(v: np.ndarray) -> np.ndarray:
@@ -128,46 +119,12 @@ def _lut8(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int, dtype
     def populate(q: np.ndarray) -> np.ndarray:
         real = (F32(s_in) * (q.astype(np.int64) - zp_in).astype(F32)).astype(F32)
         with np.errstate(invalid="ignore", over="ignore"):
-            scaled = _round((fn(real) * inverse).astype(F32)) + F32(zp_out)
+            scaled = round_f32((fn(real) * inverse).astype(F32)) + F32(zp_out)
             quantized = scaled.astype(np.float64)
             quantized = np.where(np.isfinite(quantized) & (np.abs(quantized) < 2**31), quantized, INT32_MIN)
         return np.clip(np.trunc(quantized).astype(np.int64), qmin, qmax).astype(dtype)
 
     return populate
-
-
-def _lut16_table(fn: FloatFn, s_in: float, zp_in: int, s_out: float, zp_out: int) -> np.ndarray:
-    """``LUTPopulate<int16_t>`` (float32 arithmetic): 512 samples of ``fn`` over the input range,
-    each less half its midpoint interpolation error, and the value at the range's end."""
-    s_in, s_out = F32(s_in), F32(s_out)
-    in_min, in_max = s_in * F32(-32768 - zp_in), s_in * F32(32767 - zp_in)
-    out_min, out_max = s_out * F32(-32768 - zp_out), s_out * F32(32767 - zp_out)
-    steps = 512
-    step = F32((in_max - in_min) / F32(steps))
-    half = F32(step / F32(2))
-    inverse = F32(F32(65536) / F32(out_max - out_min))
-    i = np.arange(steps, dtype=F32)
-    at = (in_min + (i * step).astype(F32)).astype(F32)
-    val = fn(at)
-    mid = fn((at + half).astype(F32))
-    nxt = fn((in_min + ((i + F32(1)) * step).astype(F32)).astype(F32))
-    sample = _round((val * inverse).astype(F32))
-    interp = _round(((nxt * inverse).astype(F32) + sample).astype(F32) / F32(2))
-    err = (interp - _round((mid * inverse).astype(F32))).astype(F32)
-    bias = _round(err / F32(2))
-    table = np.empty(steps + 1, np.int64)
-    table[:steps] = np.clip(sample - bias, -32768, 32767)
-    table[steps] = np.clip(_round((fn(np.array([in_max], F32)) * inverse).astype(F32))[0], -32768, 32767)
-    return table
-
-
-def _lut16_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """``LUTLookup(int16)``: the table at the top 9 bits, interpolated on the low 7."""
-    v = x.astype(np.int64)
-    index = 256 + (v >> 7)
-    base = table[index]
-    delta = ((table[index + 1] - base) * (v & 0x7F) + 64) >> 7
-    return (base + delta).astype(np.int16)
 
 
 def _by_lut(ctx: OpContext, fn: FloatFn) -> list[np.ndarray]:
@@ -178,8 +135,8 @@ def _by_lut(ctx: OpContext, fn: FloatFn) -> list[np.ndarray]:
     if dtype == np.int16:
         table = ctx.cache.get("lut16")
         if table is None:
-            table = ctx.cache["lut16"] = _lut16_table(fn, qi.s, qi.zp, qo.s, qo.zp)
-        return [_lut16_lookup(table, x)]
+            table = ctx.cache["lut16"] = lut16_float32(fn, qi.s, qi.zp, qo.s, qo.zp)
+        return [lut16_lookup(table, x).astype(np.int16)]
     if dtype.itemsize != 1 or x.dtype != dtype:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
     return [elementwise._by_byte_table(ctx, x, lambda: _lut8(fn, qi.s, qi.zp, qo.s, qo.zp, dtype))]

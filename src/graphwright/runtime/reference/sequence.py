@@ -47,6 +47,7 @@ from ._common import (
     round_half_away,
 )
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
+from .luts import wrap16
 from .prepare import OpCheck, Shape, prepare_rule
 
 __all__: list[str] = []
@@ -426,11 +427,6 @@ def _svdf_shapes(op: OpCheck) -> list[Shape]:
 
 # -- the integer LSTM (8x8_16) -------------------------------------------------------------------------
 
-def _wrap16(v: np.ndarray) -> np.ndarray:
-    """An int16 C cast of an integer result (two's complement wrap-around)."""
-    return ((v + 32768) & 0xFFFF) - 32768
-
-
 def _saturate16(v: np.ndarray) -> np.ndarray:
     return np.clip(v, -32768, 32767)
 
@@ -459,12 +455,12 @@ def _constant16(raw32: int) -> int:
 
 def _exp_quarter16(a: np.ndarray) -> np.ndarray:
     """exp(a) for a in [−1/4, 0), Q0.15: gemmlowp's Taylor expansion around −1/8."""
-    x = _wrap16(a + (1 << 12))
+    x = wrap16(a + (1 << 12))
     x2 = _srdhm16(x, x)
     x3, x4 = _srdhm16(x2, x), _srdhm16(x2, x2)
-    inner = _wrap16(_srdhm16(_wrap16(rounding_divide_by_pot(x4, 2) + x3), _constant16(715827883)) + x2)
+    inner = wrap16(_srdhm16(wrap16(rounding_divide_by_pot(x4, 2) + x3), _constant16(715827883)) + x2)
     term = _constant16(1895147668)
-    return _saturate16(term + _srdhm16(term, _wrap16(x + rounding_divide_by_pot(inner, 1))))
+    return _saturate16(term + _srdhm16(term, wrap16(x + rounding_divide_by_pot(inner, 1))))
 
 
 #: gemmlowp's exp barrel shifter: (power of two, exp(−2^power) as a 32-bit raw Q0.31 value)
@@ -476,9 +472,9 @@ def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
     """exp(a) for a ≤ 0 in Q``integer_bits``, to Q0.15 (gemmlowp's exp_on_negative_values)."""
     fractional = 15 - integer_bits
     quarter = 1 << (fractional - 2)
-    rest = _wrap16((a & (quarter - 1)) - quarter)
+    rest = wrap16((a & (quarter - 1)) - quarter)
     result = _exp_quarter16(_shift16(rest, integer_bits))
-    remainder = _wrap16(rest - a)
+    remainder = wrap16(rest - a)
     for power, multiplier in _EXP_STEPS:
         if integer_bits > power:
             bit = (remainder & (1 << (fractional + power))) != 0
@@ -493,9 +489,9 @@ def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
     total = a + 32767
     half = np.where(total >= 0, total + 1, total - 1)
     half = np.where(half >= 0, half >> 1, -((-half) >> 1))
-    x = _wrap16(_constant16(1515870810) + _srdhm16(half, _constant16(-1010580540)))
+    x = wrap16(_constant16(1515870810) + _srdhm16(half, _constant16(-1010580540)))
     for _ in range(3):
-        x = _wrap16(x + _shift16(_srdhm16(x, _wrap16((1 << 13) - _srdhm16(half, x))), 2))
+        x = wrap16(x + _shift16(_srdhm16(x, wrap16((1 << 13) - _srdhm16(half, x))), 2))
     return x
 
 
@@ -504,9 +500,9 @@ def _sigmoid_table(integer_bits: int) -> np.ndarray:
     """gemmlowp's logistic of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
     a = np.arange(-32768, 32768, dtype=np.int64)
     positive = a > 0
-    magnitude = np.where(positive, a, _wrap16(-a))
-    on_positive = _shift16(_newton_reciprocal16(_exp_negative16(_wrap16(-magnitude), integer_bits)), 1)
-    table = np.where(a == 0, 1 << 14, np.where(positive, on_positive, _wrap16(32767 - on_positive)))
+    magnitude = np.where(positive, a, wrap16(-a))
+    on_positive = _shift16(_newton_reciprocal16(_exp_negative16(wrap16(-magnitude), integer_bits)), 1)
+    table = np.where(a == 0, 1 << 14, np.where(positive, on_positive, wrap16(32767 - on_positive)))
     return table.astype(np.int16)
 
 
@@ -515,9 +511,9 @@ def _tanh_table(integer_bits: int) -> np.ndarray:
     """gemmlowp's tanh of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
     a = np.arange(-32768, 32768, dtype=np.int64)
     negative = a < 0
-    minus_magnitude = np.where(negative, a, _wrap16(-a))
-    t = _shift16(_wrap16(_newton_reciprocal16(_exp_negative16(minus_magnitude, integer_bits + 1)) - (1 << 13)), 2)
-    table = np.where(a == 0, 0, np.where(negative, _wrap16(-t), t))
+    minus_magnitude = np.where(negative, a, wrap16(-a))
+    t = _shift16(wrap16(_newton_reciprocal16(_exp_negative16(minus_magnitude, integer_bits + 1)) - (1 << 13)), 2)
+    table = np.where(a == 0, 0, np.where(negative, wrap16(-t), t))
     return table.astype(np.int16)
 
 
@@ -604,8 +600,8 @@ def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
         forget = gate(1, step, sigmoid)
         update = gate(2, step, tanh_gate)
         keep = 32767 - forget if plan["gates"][0] is None else gate(0, step, sigmoid)
-        c = _wrap16(rounding_divide_by_pot(forget * c, 15))
-        c = _saturate16(c + _wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
+        c = wrap16(rounding_divide_by_pot(forget * c, 15))
+        c = _saturate16(c + wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
         if clip > 0:
             c = np.clip(c, -clip, clip)
         out = gate(3, step, sigmoid)
