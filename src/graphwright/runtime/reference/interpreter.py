@@ -290,8 +290,8 @@ class Interpreter:
 def _check_kernel(node: Node) -> None:
     """Refuse an operator without a kernel, or with an output type its kernel does not compute."""
     if node.op in REFUSED:
-        raise VerificationError(f"the reference interpreter cannot run operator {node.op} ({node.name!r}): "
-                                f"{REFUSED[node.op]}")
+        raise VerificationError(f"the reference interpreter cannot run this model: operator {node.op} "
+                                f"({node.name!r}) is not implemented: {REFUSED[node.op]}")
     if node.op not in KERNELS or (node.domain == "custom") != (node.op in CUSTOM_KERNELS):
         raise VerificationError(
             f"the reference interpreter cannot run this model: operator {node.op} "
