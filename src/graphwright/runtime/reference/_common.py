@@ -14,6 +14,7 @@ from ...ir import Node, Value
 
 __all__ = [
     "CUSTOM_KERNELS",
+    "FLAVORS",
     "INT16_KERNELS",
     "KERNELS",
     "OpContext",
@@ -40,6 +41,9 @@ INT16_KERNELS: set[str] = set()
 CUSTOM_KERNELS: set[str] = set()
 #: operators refused on purpose, with the reason (e.g. their outputs depend on LiteRT's random state)
 REFUSED: dict[str, str] = {}
+#: whose kernels the interpreter follows: LiteRT's reference kernels, or TensorFlow Lite Micro's
+#: (which differ on a few operators; each such kernel branches on ``OpContext.flavor``)
+FLAVORS = ("litert", "tflm")
 
 
 def kernel(*ops: str, int16: bool = False, custom: bool = False) -> Callable[[Kernel], Kernel]:
@@ -84,13 +88,15 @@ class Quant:
 class OpContext:
     """One operator being run: its node, input arrays and the interpreter's options."""
 
-    __slots__ = ("arrays", "cache", "jit", "node", "rounding")
+    __slots__ = ("arrays", "cache", "flavor", "jit", "node", "rounding")
 
     def __init__(self, node: Node, arrays: list[np.ndarray | None], rounding: str,
-                 cache: dict[str, Any] | None = None, jit: bool = False) -> None:
+                 cache: dict[str, Any] | None = None, jit: bool = False, flavor: str = "litert") -> None:
         self.node = node
         self.arrays = arrays
         self.rounding = rounding
+        #: whose kernels to compute as (one of :data:`FLAVORS`)
+        self.flavor = flavor
         #: run the hot loops compiled (see :mod:`.jit`)
         self.jit = jit
         #: per-node values derived from constants (weights, multipliers), kept across runs
