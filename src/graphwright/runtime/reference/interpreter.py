@@ -26,6 +26,17 @@ wanting parallel runs use one interpreter each.  ``jit`` selects the compiled
 loops for requantization, depthwise convolution and few-row fully connected
 layers (:mod:`.jit`; default: when numba is installed) — the same integers as
 the numpy path, about twice as fast.
+
+``flavor`` says whose kernels the operators compute as: ``"litert"`` (default),
+LiteRT's reference kernels (``BUILTIN_REF``); ``"tflm"``, TensorFlow Lite Micro's,
+what runs on the microcontroller.  They differ on a few operators, each kernel
+branching on ``OpContext.flavor`` in one place: int8 and 16x8 FULLY_CONNECTED
+(TFLM requantizes as the convolutions do — int8 with two roundings, 16x8 with the
+int64 ``MultiplyByQuantizedMultiplier`` — where LiteRT's reference kernel rounds
+once, or in double), quantized RELU6 (TFLM clamps to ``[zp_in, q_in(6)]`` in the
+input's quantization and copies the integers, ignoring the output's) and the int8
+UNIDIRECTIONAL_SEQUENCE_LSTM (TFLM's own integer implementation, see
+:mod:`.sequence`).  TFLM rounds twice, so ``flavor="tflm"`` takes ``rounding="double"``.
 """
 
 from __future__ import annotations
@@ -57,7 +68,7 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     shape_ops,
     sparse,
 )
-from ._common import CUSTOM_KERNELS, INT16_KERNELS, KERNELS, REFUSED, OpContext
+from ._common import CUSTOM_KERNELS, FLAVORS, INT16_KERNELS, KERNELS, REFUSED, OpContext
 from .control_flow import SUBGRAPH_OPS, SUBGRAPHS_KEY, called_subgraphs, check_call
 from .fixedpoint import ROUNDING_MODES
 from .jit import wanted
@@ -112,7 +123,7 @@ class _Plan:
             self.states[v] = np.full(shape, fill, v.dtype.numpy)
 
     def execute(self, env: dict[Value, np.ndarray], keep: set[str] | None, kept: dict[str, np.ndarray],
-                rounding: str, jit: bool, best: list[float] | None = None) -> None:
+                rounding: str, jit: bool, flavor: str, best: list[float] | None = None) -> None:
         """Run the operators on ``env`` (inputs set), storing the outputs there and, by name, the
         tensors ``keep`` names (None: every one) in ``kept``; with ``best``, each operator's time
         is folded into its minimum there.
@@ -133,7 +144,7 @@ class _Plan:
                         and x.dtype == runner[1]:
                     results = [runner[2](x)]
                 else:
-                    results = fn(OpContext(node, arrays, rounding, cache, jit))
+                    results = fn(OpContext(node, arrays, rounding, cache, jit, flavor))
                 if best is not None:
                     best[i] = min(best[i], clock() - start)
                 for value, array in zip(outputs, results, strict=False):
@@ -157,10 +168,10 @@ class Subgraphs:
     by subgraph index, and the resource variables, keyed by id as LiteRT's ``resources``
     (ids handed out per ``(container, shared_name)`` by VAR_HANDLE)."""
 
-    __slots__ = ("jit", "plans", "resource_ids", "resources", "rounding")
+    __slots__ = ("flavor", "jit", "plans", "resource_ids", "resources", "rounding")
 
-    def __init__(self, plans: dict[int, _Plan], rounding: str, jit: bool) -> None:
-        self.plans, self.rounding, self.jit = plans, rounding, jit
+    def __init__(self, plans: dict[int, _Plan], rounding: str, jit: bool, flavor: str) -> None:
+        self.plans, self.rounding, self.jit, self.flavor = plans, rounding, jit, flavor
         self.resource_ids: dict[tuple[str, str], int] = {}
         self.resources: dict[int, np.ndarray] = {}
 
@@ -168,18 +179,18 @@ class Subgraphs:
         """Run subgraph ``index`` on ``arrays`` (its inputs, in order); its outputs, in order."""
         plan = self.plans[index]
         env = {v: a for v, a in zip(plan.graph.inputs, arrays, strict=True) if a is not None}
-        plan.execute(env, set(), {}, self.rounding, self.jit)
+        plan.execute(env, set(), {}, self.rounding, self.jit, self.flavor)
         return [env[v] if v in env else _read(v) for v in plan.graph.outputs]
 
 
 class Interpreter:
     """Run a TFLite model's main graph (and the subgraphs it calls) with the reference kernels."""
 
-    __slots__ = ("_cache", "_checked", "_lock", "_main", "_subgraphs", "graph", "inputs", "jit", "label",
+    __slots__ = ("_cache", "_checked", "_lock", "_main", "_subgraphs", "flavor", "graph", "inputs", "jit", "label",
                  "outputs", "rounding")
 
     def __init__(self, model: Model | str | os.PathLike[str], *, rounding: str = "double",
-                 jit: bool | None = None) -> None:
+                 jit: bool | None = None, flavor: str = "litert") -> None:
         if isinstance(model, (str, os.PathLike)):
             model = load(model)
         if model.format != "tflite":
@@ -188,7 +199,13 @@ class Interpreter:
             )
         if rounding not in ROUNDING_MODES:
             raise VerificationError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDING_MODES)}")
+        if flavor not in FLAVORS:
+            raise VerificationError(f"unknown kernel flavor {flavor!r}; expected one of {', '.join(FLAVORS)}")
+        if flavor == "tflm" and rounding != "double":
+            raise VerificationError("flavor 'tflm' computes as TFLM's kernels, which round twice: rounding='double'")
         self.rounding = rounding
+        #: whose kernels the operators compute as (see the module docstring)
+        self.flavor = flavor
         #: hot loops compiled with numba (None: when installed; see :mod:`.jit`)
         self.jit = wanted(jit)
         self.graph: Graph = model.graph
@@ -211,7 +228,7 @@ class Interpreter:
         plans = {index: _Plan(graphs[index]) for index in (0, *reached)}
         self._main = plans[0]
         self._cache = self._main.caches
-        self._subgraphs = Subgraphs(plans, rounding, self.jit)
+        self._subgraphs = Subgraphs(plans, rounding, self.jit, flavor)
         for plan in plans.values():
             for node, cache in plan.caches.items():
                 if node.op in SUBGRAPH_OPS:
@@ -283,7 +300,7 @@ class Interpreter:
                 kept[v.name] = env[v]
         # float kernels overflow to inf silently, as the C kernels do
         with np.errstate(all="ignore"):
-            self._main.execute(env, keep, kept, self.rounding, self.jit, best)
+            self._main.execute(env, keep, kept, self.rounding, self.jit, self.flavor, best)
         return kept
 
 
