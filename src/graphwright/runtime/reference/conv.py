@@ -418,16 +418,19 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     if x.dtype.kind == "f" and w.dtype == np.int8:
         y = _hybrid_dense(ctx, x.reshape(-1, depth), w)
         return [y.reshape(*x.shape[:-1], units) if ctx.attr("keep_num_dims", False) else y]
-    plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, "single",
-                                                real_scale=True)
+    # LiteRT's reference FULLY_CONNECTED requantizes 8-bit outputs with one rounding (verified
+    # element by element against BUILTIN_REF, int8 per-channel and uint8), 16x8 ones in double;
+    # TFLM's as the convolutions (ctx.rounding; 16x8: the int64 MultiplyByQuantizedMultiplier).
+    litert = ctx.flavor == "litert"
+    rounding = "single" if litert else None
+    plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, rounding,
+                                                real_scale=litert)
     rows = x.size // depth
     if plan.fast is not None and plan.fast.native is not None and rows <= _DENSE_ROWS and q_in is not None:
         acc = _native_dense(ctx, plan, x.reshape(rows, depth), q_in.zp)
     else:
         acc = _gemm(plan, _shifted_input(x.reshape(-1, depth), q_in, plan.in_dtype))
-    # LiteRT's reference FULLY_CONNECTED requantizes 8-bit outputs with one rounding (verified
-    # element by element against BUILTIN_REF, int8 per-channel and uint8); 16x8 ones in double.
-    y = _finish(ctx, acc, plan, "single")
+    y = _finish(ctx, acc, plan, rounding)
     if ctx.attr("keep_num_dims", False):
         y = y.reshape(*x.shape[:-1], units)
     return [y]
