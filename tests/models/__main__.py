@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import traceback
 from pathlib import Path
 
 from . import MODEL_NAMES, ModelBuildError, cached
@@ -105,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     # internal: what ensure_built() runs in a subprocess
     p_int = sub.add_parser("_build", help=argparse.SUPPRESS)
     p_int.add_argument("family")
-    p_int.add_argument("name")
+    p_int.add_argument("names", nargs="+")
     p_int.add_argument("--out-dir", type=Path, required=True)
-    p_int.add_argument("--stem", required=True)
+    p_int.add_argument("--stem", nargs="+", required=True, help="one per name")
 
     args = parser.parse_args(argv)
     if args.cmd == "build":
@@ -117,10 +118,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "clean":
         print(f"removed {clean(all_files=not args.stale)} file(s) from {CACHE_DIR}")
         return 0
-    start = time.perf_counter()
-    info = build_here(args.family, args.name, args.out_dir, args.stem)
-    print(f"built {info.path} in {time.perf_counter() - start:.1f}s", flush=True)
-    return 0
+    failed = 0
+    for i, (name, stem) in enumerate(zip(args.names, args.stem, strict=True)):
+        if i:
+            _fresh_session()
+        start = time.perf_counter()
+        try:
+            info = build_here(args.family, name, args.out_dir, stem)
+        except Exception:  # the others of a batch still build; this one's traceback is in the log
+            if len(args.names) == 1:
+                raise
+            failed += 1
+            traceback.print_exc()
+            print(f"FAILED {args.family}:{name}", flush=True)
+            continue
+        print(f"built {info.path} in {time.perf_counter() - start:.1f}s", flush=True)
+    return 1 if failed else 0
+
+
+def _fresh_session() -> None:
+    """Between the models of one batch build: Keras' global name counters and graph state back
+    to a new process's, so a model gets the same tensor names built alone or in a batch."""
+    if "keras" in sys.modules:
+        sys.modules["keras"].backend.clear_session()
+    if "tf_keras" in sys.modules:
+        sys.modules["tf_keras"].backend.clear_session()
 
 
 if __name__ == "__main__":

@@ -56,6 +56,9 @@ class Family:
     ext: str
     # (import name, distribution names to try) of libraries that shape the file
     libraries: tuple[tuple[str, tuple[str, ...]], ...]
+    # build every missing model of the family in the one subprocess a first request starts
+    # (small models: the interpreter start-up, not the build, is what costs)
+    batch: bool = False
 
 
 def names_of(module: str) -> tuple[str, ...]:
@@ -72,7 +75,8 @@ def names_of(module: str) -> tuple[str, ...]:
 
 def _tflite_family(module: str) -> Family:
     """A TFLite corpus made by the converter in ``module`` (its models listed in its ``NAMES``)."""
-    return Family(module, names_of(module), ".tflite", (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))))
+    return Family(module, names_of(module), ".tflite", (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))),
+                  batch=module not in ("build_tflite_real", "build_tflite_zoo"))
 
 
 _TF = ("tensorflow", ("tensorflow-cpu", "tensorflow"))
@@ -223,56 +227,56 @@ def ensure_built(family: str, name: str, force: bool = False) -> ModelInfo:
         raise ModelBuildError(f"{family}:{name} needs missing packages: {', '.join(missing)}")
 
     _ensure_cache_dir()
-    stem = _stem(family, name)
-    with _locked(CACHE_DIR / f".{family}-{name}.lock"):
+    # a batch family builds all its missing models at once, under one lock for the family
+    lock = CACHE_DIR / (f".{family}.lock" if fam.batch else f".{family}-{name}.lock")
+    with _locked(lock):
         if not force and (info := cached(family, name)) is not None:
             return info  # another process built it while we waited
-        _remove_builds(family, name)
-        log_path = CACHE_DIR / f"{stem}.log"
-        with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".build-") as tmp:
-            cmd = [
-                sys.executable,
-                "-m",
-                "tests.models",
-                "_build",
-                family,
-                name,
-                "--out-dir",
-                tmp,
-                "--stem",
-                stem,
-            ]
-            start = time.perf_counter()
-            with open(log_path, "w") as log:
-                proc = subprocess.run(
-                    cmd,
-                    cwd=REPO_ROOT,
-                    env=_build_env(),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    timeout=BUILD_TIMEOUT_S,
-                    check=False,
-                )
-            wall = time.perf_counter() - start
-            if proc.returncode != 0:
-                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
-                raise ModelBuildError(
-                    f"building {family}:{name} failed (exit {proc.returncode}); "
-                    f"log: {log_path}\n{tail}"
-                )
+        names = [name]
+        if fam.batch and not force:
+            names += [n for n in fam.names if n != name and cached(family, n) is None]
+        _build_in_subprocess(family, names)
+    result = cached(family, name)
+    if result is None:
+        raise ModelBuildError(f"building {family}:{name} failed; log: {CACHE_DIR / _stem(family, name)}.log")
+    assert fam.ext == result.path.suffix
+    return result
+
+
+def _build_in_subprocess(family: str, names: list[str]) -> None:
+    """Build ``names`` of ``family`` in one fresh subprocess; move each complete build into the
+    cache (payload first, sidecar last: its presence marks a complete build).  Raises if the
+    first name failed; the others are simply left unbuilt when they fail (their log says why)."""
+    stems = [_stem(family, n) for n in names]
+    for n in names:
+        _remove_builds(family, n)
+    log_path = CACHE_DIR / f"{stems[0]}.log"
+    with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".build-") as tmp:
+        cmd = [sys.executable, "-m", "tests.models", "_build", family, *names, "--out-dir", tmp,
+               "--stem", *stems]
+        start = time.perf_counter()
+        with open(log_path, "w") as log:
+            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=_build_env(), stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=BUILD_TIMEOUT_S * len(names), check=False)
+        wall = time.perf_counter() - start
+        for stem in stems[1:]:
+            shutil.copyfile(log_path, CACHE_DIR / f"{stem}.log")
+        for stem in stems:
             sidecar = Path(tmp) / f"{stem}.json"
+            if not sidecar.exists():
+                continue
             info = ModelInfo.read_sidecar(sidecar)
-            info = replace(info, metadata={**info.metadata, "wall_time_s": round(wall, 2)})
+            info = replace(info, metadata={**info.metadata, "wall_time_s": round(wall, 2),
+                                           **({"built_with": len(names)} if len(names) > 1 else {})})
             info.write_sidecar()
-            # move the payload first and the sidecar last: its presence marks
-            # a complete build
-            for path in Path(tmp).iterdir():
+            for path in Path(tmp).glob(f"{stem}.*"):
                 if path.suffix != ".json":
                     os.replace(path, CACHE_DIR / path.name)
             os.replace(sidecar, CACHE_DIR / sidecar.name)
-    result = cached(family, name)
-    assert result is not None and fam.ext == result.path.suffix
-    return result
+        if not (CACHE_DIR / f"{stems[0]}.json").exists():
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
+            raise ModelBuildError(f"building {family}:{names[0]} failed (exit {proc.returncode}); "
+                                  f"log: {log_path}\n{tail}")
 
 
 def build_here(family: str, name: str, out_dir: Path, stem: str) -> ModelInfo:
