@@ -287,6 +287,17 @@ def relu(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("RELU6", int16=True)
 def relu6(ctx: OpContext) -> list[np.ndarray]:
+    """Quantized under ``flavor="tflm"``, as TFLM's kernel: the input's integers clamped to
+    ``[zp_in, zp_in + round(6/s_in)]`` (in float32, clamped to the type) and copied out, the
+    output's quantization ignored."""
+    x = ctx.x(0)
+    if ctx.flavor == "tflm" and x.dtype.kind in "iu":
+        q = ctx.in_quant(0)
+        if q is None:
+            raise ctx.error("integer tensors without quantization parameters")
+        tmin, tmax = type_range(x.dtype)
+        six = min(tmax, max(tmin, q.zp + int(round_half_away(np.float32(6.0) / np.float32(q.s)))))
+        return [np.clip(x, q.zp, six).astype(ctx.out_dtype())]
     return _relu_x(ctx, 0.0, 6.0)
 
 
