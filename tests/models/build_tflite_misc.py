@@ -18,6 +18,9 @@ Names:
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
   norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
+* ``random_float``: written likewise: seeded RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL
+  (their generators go on from run to run: tests compare one seed per fresh interpreter, and runs
+  in a row).
 * ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
   (box encodings, class scores with a background class, constant anchors -> boxes, classes,
   scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
@@ -42,7 +45,7 @@ from .build_tflite_index import _Flat, _options
 
 BUILDER_VERSION = 8
 
-NAMES = ("misc_float", "direct_float", "recurrent_float", "detection_float", "detection_uint8")
+NAMES = ("misc_float", "direct_float", "recurrent_float", "random_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
 
 #: the operators each model must hold (the tests assert it)
@@ -53,6 +56,7 @@ EXPECTED_OPS = {
                      "BROADCAST_ARGS", "UNIQUE", "EMBEDDING_LOOKUP_SPARSE", "HASHTABLE_LOOKUP", "REAL", "IMAG",
                      "COMPLEX_ABS", "LSH_PROJECTION"),
     "recurrent_float": ("LSTM", "BIDIRECTIONAL_SEQUENCE_RNN"),
+    "random_float": ("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"),
     "detection_float": ("TFLite_Detection_PostProcess",),
     "detection_uint8": ("TFLite_Detection_PostProcess",),
 }
@@ -250,6 +254,31 @@ def _lsh(m: _Flat) -> None:
              _options(fb.LSHProjectionOptionsT, type=2))
 
 
+def _random(path: Path) -> list[Spec]:
+    """RANDOM_UNIFORM (sizes 8 and 27: a partial last generator step), RANDOM_STANDARD_NORMAL and
+    MULTINOMIAL (int64 and int32 samples, an infinite logit), each seeded (LiteRT keeps seeds as
+    C ints: 2^32 is 0, -2^40 - 5 is -5)."""
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    tensor = m.tensor
+    shape = m.input(Spec((3,), "int32", 2, 4), "shape")
+    logits = m.input(Spec((3, 5), low=-3.0, high=3.0), "logits")
+    for op, name, seed, seed2 in ((B.RANDOM_UNIFORM, "uniform", 7, 3), (B.RANDOM_UNIFORM, "uniform_seed2", 2**32, -(2**40) - 5)):
+        m.op(op, [shape], [tensor(name, (2, 2, 2), np.float32)], opts.RandomOptions,
+             _options(fb.RandomOptionsT, seed=seed, seed2=seed2))
+    # an even size: for an odd one LiteRT's Box-Muller writes one float past the output
+    m.op(B.RANDOM_STANDARD_NORMAL, [tensor("normal_shape", (3,), np.int32, np.asarray([3, 2, 3], np.int32))],
+         [tensor("normal", (3, 2, 3), np.float32)], opts.RandomOptions, _options(fb.RandomOptionsT, seed=1, seed2=0))
+    minus_inf = tensor("minus_inf", (3, 1), np.float32, np.full((3, 1), -np.inf, np.float32))
+    wide = tensor("logits_wide", (3, 6), np.float32)
+    m.op(B.CONCATENATION, [logits, minus_inf], [wide], opts.ConcatenationOptions,
+         _options(fb.ConcatenationOptionsT, axis=1))
+    for name, samples, dtype, seed in (("multinomial", 9, np.int64, 11), ("multinomial_i32", 4, np.int32, 12)):
+        m.op(B.MULTINOMIAL, [wide, tensor(f"{name}_samples", (), np.int32, np.asarray(samples, np.int32))],
+             [tensor(name, (3, samples), dtype)], opts.RandomOptions, _options(fb.RandomOptionsT, seed=seed, seed2=1))
+    m.write(path)
+    return m.specs
+
+
 class _WithCustom(_Flat):
     """A flat model that may hold operators of one custom code."""
 
@@ -321,7 +350,7 @@ def _detection(path: Path, quantized: bool) -> list[Spec]:
     return m.specs
 
 
-_DIRECT = {"direct_float": _direct, "recurrent_float": _recurrent, "detection_float": lambda p: _detection(p, False),
+_DIRECT = {"direct_float": _direct, "recurrent_float": _recurrent, "random_float": _random, "detection_float": lambda p: _detection(p, False),
            "detection_uint8": lambda p: _detection(p, True)}
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ai_edge_litert.interpreter import Interpreter as LiteRT
+from ai_edge_litert.interpreter import OpResolverType
 
 from graphwright.errors import VerificationError
 from graphwright.formats import load
@@ -55,11 +57,38 @@ def test_complex_parts_of_complex_values() -> None:
     assert np.abs(mine["imag"]).max() > 1
 
 
-@pytest.mark.parametrize("op", ["RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"])
-def test_random_operators_refused_in_one_line(op: str) -> None:
-    model = load(get_model("tflite_misc", "direct_float").path)
-    next(iter(model.graph)).op = op
-    with pytest.raises(VerificationError, match=rf"{op} .*non-deterministic op.*Philox") as err:
+def test_random_generators_go_on_from_run_to_run_as_litert() -> None:
+    """Three runs in a row on one interpreter each: every draw as LiteRT's (its Philox generators
+    keep their state across invocations; MULTINOMIAL skips ahead)."""
+    info = get_model("tflite_misc", "random_float")
+    mine = Interpreter(info.path)
+    theirs = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    theirs.allocate_tensors()
+    outputs = {d["name"]: d["index"] for d in theirs.get_output_details()}
+    for seed in (2, 3, 3):
+        feeds = feeds_for(info, seed)
+        for detail in theirs.get_input_details():
+            theirs.resize_tensor_input(detail["index"], feeds[detail["name"]].shape)
+        theirs.allocate_tensors()
+        for detail in theirs.get_input_details():
+            theirs.set_tensor(detail["index"], feeds[detail["name"]])
+        theirs.invoke()
+        got = mine.run(feeds)
+        for name, index in outputs.items():
+            expected = theirs.get_tensor(index)
+            if expected.dtype.kind == "f":
+                scale = np.abs(expected[np.isfinite(expected)]).max()  # the logits hold -inf
+                np.testing.assert_allclose(got[name], expected, rtol=0, atol=1e-5 * scale, err_msg=name)
+            else:
+                np.testing.assert_array_equal(got[name], expected, err_msg=name)
+
+
+@pytest.mark.parametrize("op", ["RANDOM_UNIFORM", "MULTINOMIAL"])
+def test_unseeded_random_operators_refused_in_one_line(op: str) -> None:
+    model = load(get_model("tflite_misc", "random_float").path)
+    node = next(n for n in model.graph if n.op == op)
+    node.attrs["seed"], node.attrs["seed2"] = Attr.int(0), Attr.int(2**32)  # LiteRT's C int seeds: both 0
+    with pytest.raises(VerificationError, match=rf"{op} .*non-deterministic op.*/dev/urandom") as err:
         Interpreter(model)
     assert "\n" not in str(err.value)
 
