@@ -30,6 +30,8 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``yolo``: a tiny YOLO-style detector — SPACE_TO_DEPTH stem, LeakyReLU, SiLU, SPP max pool;
 * ``super_res``: ESPCN-style — MIRROR_PAD (reflect, symmetric), instance norm, DEPTH_TO_SPACE;
 * ``face_embed``: MobileFaceNet-style — PReLU, global depthwise convolution, L2_NORMALIZATION;
+* ``bert_tiny``: a BERT-style classifier — int32 ids and attention mask, masked attention;
+* ``postprocess``: in-graph decoding — heatmap peaks, TOPK_V2, non-maximum suppression;
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -64,13 +66,15 @@ NAMES = (
     "hand_float", "hand_int8", "hand_int16x8",
     "vit_float", "vit_int8", "vit_dynamic",
     "autoencoder_float", "autoencoder_int8", "autoencoder_int16x8",
-    "batch4_float", "batch4_int8",
+    "batch4_float", "batch4_int8", "batch4_dynamic",
     "two_inputs_float", "two_inputs_int8",
     "image_ops_float", "image_ops_int8",
     "stft_float",
     "yolo_float", "yolo_int8", "yolo_float16",
     "super_res_float", "super_res_int8", "super_res_float16",
     "face_embed_float", "face_embed_int8", "face_embed_dynamic",
+    "bert_tiny_float", "bert_tiny_int8", "bert_tiny_dynamic",
+    "postprocess_float",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -398,6 +402,46 @@ def _face_embed() -> Made:
     return keras.Model(x, embedding, name="face_embed"), [Spec((1, 64, 64, 3))]
 
 
+def _bert_tiny() -> Made:
+    """A BERT-style text classifier: token ids and an attention mask (int32 inputs), token +
+    position embeddings, masked self-attention, a tanh pooler on the first token."""
+    length, width, heads = 16, 32, 2
+    ids = keras.Input((length,), batch_size=1, dtype="int32", name="input_ids")
+    mask = keras.Input((length,), batch_size=1, dtype="int32", name="attention_mask")
+    position = np.random.default_rng(SEED).normal(0.0, 0.1, (1, length, width)).astype(np.float32)
+    y = L.Lambda(lambda v: v + position, name="position")(L.Embedding(100, width, name="embed")(ids))
+    y = L.LayerNormalization(epsilon=1e-12, name="embed_ln")(y)
+    pairs = L.Lambda(lambda v: tf.tile(tf.cast(v, tf.bool)[:, None, :], [1, length, 1]), name="mask_pairs")(mask)
+    for b in range(2):
+        a = L.MultiHeadAttention(heads, width // heads, name=f"attn{b}")(y, y, attention_mask=pairs)
+        y = L.LayerNormalization(epsilon=1e-12, name=f"ln{b}a")(L.Add(name=f"res{b}a")([y, a]))
+        h = L.Dense(2 * width, activation="gelu", name=f"ff{b}a")(y)
+        y = L.LayerNormalization(epsilon=1e-12, name=f"ln{b}b")(L.Add(name=f"res{b}b")([y, L.Dense(width, name=f"ff{b}b")(h)]))
+    pooled = L.Dense(width, activation="tanh", name="pooler")(L.Lambda(lambda v: v[:, 0], name="first")(y))
+    return keras.Model([ids, mask], L.Dense(3, name="logits")(pooled), name="bert_tiny"), [
+        Spec((1, length), "int32", 0, 100), Spec((1, length), "int32", 0, 2)]
+
+
+def _postprocess() -> Made:
+    """What detectors and pose models run in the graph after the network: keypoints decoded
+    from heatmaps (ARG_MAX, FLOOR_DIV, FLOOR_MOD, CAST), the best boxes by TOPK_V2 and GATHER,
+    non-maximum suppression (NON_MAX_SUPPRESSION_V4 and _V5)."""
+    def decode(heatmap: tf.Tensor, boxes: tf.Tensor, scores: tf.Tensor) -> tuple[tf.Tensor, ...]:
+        flat = tf.reshape(heatmap, (1, 16 * 16, 17))
+        peak = tf.argmax(flat, axis=1, output_type=tf.int32)
+        keypoints = tf.cast(tf.stack([peak // 16, peak % 16], axis=-1), tf.float32) * 4.0 + 2.0
+        confidence = tf.reduce_max(flat, axis=1)
+        top_scores, top = tf.math.top_k(scores[0], k=20)
+        top_boxes = tf.gather(boxes[0], top)
+        kept, kept_scores = tf.image.non_max_suppression_with_scores(
+            top_boxes, top_scores, max_output_size=8, iou_threshold=0.5, score_threshold=-0.5, soft_nms_sigma=0.25)
+        padded, valid = tf.image.non_max_suppression_padded(
+            top_boxes, top_scores, max_output_size=6, iou_threshold=0.4, pad_to_max_output_size=True)
+        return keypoints, confidence, tf.gather(top_boxes, kept), kept_scores, padded, valid
+
+    return decode, [Spec((1, 16, 16, 17)), Spec((1, 100, 4)), Spec((1, 100))]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -410,6 +454,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "conv1d_audio": _conv1d_audio, "deeplab": _deeplab, "selfie": _selfie, "pose": _pose, "hand": _hand,
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
+    "bert_tiny": _bert_tiny, "postprocess": _postprocess,
 }
 
 
