@@ -109,6 +109,7 @@ FAMILIES: dict[str, Family] = {
          "mobilenet_v3_small_int8", "efficientnet_b0_int8"),
         ".tflite",
         (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))),
+        batch=True,
     ),
     # per-operator corpora of the reference interpreter (issue 11): one builder module each
     **{f"tflite_{part}": _tflite_family(f"build_tflite_{part}")
