@@ -1,18 +1,19 @@
-"""The remaining BUILTIN_REF operators, as LiteRT's reference kernels: ONE_HOT, BROADCAST_ARGS,
-UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE (the value types each LiteRT kernel takes:
-float32, int8, uint8, int32, int64, and bool for ONE_HOT, int16 for MATRIX_DIAG and UNIQUE;
-quantized values are copied as integers), L2_POOL_2D and FAKE_QUANT (float32),
-EMBEDDING_LOOKUP_SPARSE (float32), HASHTABLE_LOOKUP (int32 keys; numeric values), and the
-float32 LSTM (full kernel, one step of the sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN;
-REAL, IMAG and COMPLEX_ABS of complex64 and complex128 values; LSH_PROJECTION (sparse and dense,
-FarmHash Fingerprint64 keys).
+"""The remaining BUILTIN_REF operators, as LiteRT's reference kernels:
 
-RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL draw from TensorFlow's Philox4x32-10
-generator seeded by the operator's seed and seed2, as LiteRT's kernels, and go on drawing from
-run to run; unseeded ones (both 0: LiteRT seeds from /dev/urandom) are refused as
-non-deterministic.  SKIP_GRAM is refused: its tensors are strings, which the interpreter does not
-compute with.  All O(output size)
-but UNIQUE (O(n log n)).
+* ONE_HOT, BROADCAST_ARGS, UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE in the value
+  types each LiteRT kernel takes (float32, int8, uint8, int32, int64; bool for ONE_HOT, int16 for
+  MATRIX_DIAG and UNIQUE; quantized values are copied as integers);
+* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE, the full LSTM (one step of the sequence LSTM's
+  float step) and BIDIRECTIONAL_SEQUENCE_RNN in float32; HASHTABLE_LOOKUP (int32 keys, numeric
+  values); REAL, IMAG, COMPLEX_ABS of complex64/complex128; LSH_PROJECTION (FarmHash
+  Fingerprint64 of seed and input row, written here);
+* RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL: TensorFlow's Philox4x32-10 generator
+  seeded by the operator's seed and seed2 as LiteRT's, drawing on from run to run; unseeded ones
+  (both 0: LiteRT seeds from /dev/urandom) are refused as non-deterministic.
+
+SKIP_GRAM is refused: its tensors are strings, which the interpreter does not compute with.
+O(output size), but UNIQUE (O(n log n)), LSH_PROJECTION (O(bits · input)) and MULTINOMIAL
+(O(samples · log classes)).
 """
 
 from __future__ import annotations
@@ -117,17 +118,18 @@ def l2_pool(ctx: OpContext) -> list[np.ndarray]:
     n, h, w, c = x.shape
     oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
     top, left = padding_before(h, kh, sh, 1, oh)[0], padding_before(w, kw, sw, 1, ow)[0]
-    out = np.empty((n, oh, ow, c), np.float32)
-    squares = x * x
-    for oy in range(oh):
-        y0, y1 = max(oy * sh - top, 0), min(oy * sh - top + kh, h)
-        for ox in range(ow):
-            x0, x1 = max(ox * sw - left, 0), min(ox * sw - left + kw, w)
-            window = squares[:, y0:y1, x0:x1, :].reshape(n, -1, c)
-            total = np.zeros((n, c), np.float32)
-            for k in range(window.shape[1]):  # LiteRT adds in float32, row by row
-                total += window[:, k]
-            out[:, oy, ox] = np.sqrt(total / np.float32(window.shape[1]))
+    # zero-padded squares: a padded element adds an exact 0 and is not counted
+    bottom, right = max((oh - 1) * sh + kh - top - h, 0), max((ow - 1) * sw + kw - left - w, 0)
+    squares = np.pad(x * x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    inside = np.pad(np.ones((h, w), np.int32), ((top, bottom), (left, right)))
+    total = np.zeros((n, oh, ow, c), np.float32)
+    count = np.zeros((oh, ow), np.int32)
+    for ky in range(kh):  # LiteRT adds in float32, filter row by row
+        for kx in range(kw):
+            rows, cols = slice(ky, ky + (oh - 1) * sh + 1, sh), slice(kx, kx + (ow - 1) * sw + 1, sw)
+            total += squares[:, rows, cols]
+            count += inside[rows, cols]
+    out = np.sqrt(total / count[None, :, :, None].astype(np.float32))
     return [apply_activation(ctx, out, np.dtype(np.float32))]
 
 
