@@ -7,7 +7,9 @@ format.  Native runtimes run in a child process (``--no-isolate`` to run them
 here), so a crash on a hostile file is an error message.  ``--trace DIR`` saves every tensor of a TFLite model (one ``.npy``
 each, plus ``trace.json``); ``--compare-with ENGINE`` runs the reference
 interpreter and ``ENGINE`` layer by layer and reports the first layer that
-differs (exit 1 if one does).
+differs (exit 1 if one does).  ``--flavor tflm`` makes the reference engine
+compute as TFLite Micro's kernels (what runs on the microcontroller) instead of
+LiteRT's reference kernels; ``--compare-with tflm`` uses it unless told otherwise.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--rounding", choices=("double", "single"), default="double",
                    help="reference engine requantization: double (TFLite reference kernels) or single "
                         "(LiteRT's default kernels, XNNPACK)")
+    p.add_argument("--flavor", choices=("litert", "tflm"),
+                   help="reference engine kernels: litert (LiteRT's reference kernels, the default) or tflm "
+                        "(TFLite Micro's, bit-exact with the microcontroller; default with --compare-with tflm)")
     p.add_argument("--jit", action="store_true",
                    help="reference engine: compiled loops (needs numba, the [fast] extra); they load in ~0.7 s, "
                         "so they pay for large models or traces, not for one small run")
@@ -68,8 +73,11 @@ def run(args: argparse.Namespace) -> int:
         engine = engine or "reference"
         if engine != "reference" or source.format != "tflite":
             raise VerificationError("--compare-with compares the reference engine on a TFLite model")
+    if args.flavor and (engine or _default(source)) != "reference":
+        raise VerificationError("--flavor chooses the reference engine's kernels (--engine reference)")
+    flavor = args.flavor or ("tflm" if args.compare_with == "tflm" else "litert")
     feeds = load_feeds(args.input, specs=input_specs(args.model)) if args.input else {}
-    options = {"rounding": args.rounding, "jit": args.jit} if engine == "reference" else {}
+    options = {"rounding": args.rounding, "jit": args.jit, "flavor": flavor} if engine == "reference" else {}
     names = _trace_names(source) if args.trace else None
     isolate = bool(args.isolate and (engine or _default(source)) in NATIVE)
     job = Job(backend=engine, options=options, outputs=names, seed=args.seed)
@@ -85,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         from ..runtime.reference.layers import compare_layers  # lazy: the interpreter loads only when asked
 
         report = compare_layers(source, result.feeds, other=args.compare_with, rounding=args.rounding,
-                                tolerance=args.tolerance, isolate=args.isolate, jit=args.jit)
+                                tolerance=args.tolerance, isolate=args.isolate, jit=args.jit, flavor=flavor)
         status = 0 if report.first_difference is None else 1
     _print(args, result.backend, outputs, report)
     return status

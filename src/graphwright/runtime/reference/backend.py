@@ -1,7 +1,8 @@
 """The ``reference`` runtime backend: :class:`Interpreter` behind the Backend interface.
 
-Options: ``rounding`` (``"double"`` default, or ``"single"``) and ``jit`` (compiled
-loops: None = when numba is installed, see :mod:`.jit`).  The model bytes
+Options: ``rounding`` (``"double"`` default, or ``"single"``), ``jit`` (compiled
+loops: None = when numba is installed, see :mod:`.jit`) and ``flavor`` (``"litert"``
+default, or ``"tflm"``: TFLite Micro's kernels, see :mod:`.interpreter`).  The model bytes
 are read by graphwright's TFLite reader, which validates indices and buffer
 bounds, so no native code touches the file.
 """
@@ -24,12 +25,13 @@ class ReferenceBackend(Backend):
     name = "reference"
     formats = ("tflite",)
     install_hint = "nothing (it is part of graphwright)"
-    option_names = frozenset({"jit", "rounding"})
+    option_names = frozenset({"flavor", "jit", "rounding"})
 
     def prepare(self, source: ModelSource, options: Mapping[str, Any]) -> Session:
         self.check_options(options)
         model = read_model(source.data, source.label)
-        interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=_flag(options.get("jit")))
+        interpreter = Interpreter(model, rounding=str(options.get("rounding", "double")), jit=_flag(options.get("jit")),
+                                  flavor=str(options.get("flavor", "litert")))
         return ReferenceSession(interpreter, source.label)
 
 

@@ -85,12 +85,14 @@ def compare_layers(
     tolerance: float = 0.0,
     isolate: bool = False,
     jit: bool | None = None,
+    flavor: str = "litert",
 ) -> LayerReport:
     """Compare every operator output of the reference interpreter with ``other``
-    (``jit``: the interpreter's compiled loops, see :mod:`.jit`)."""
+    (``jit``: the interpreter's compiled loops, see :mod:`.jit`; ``flavor``: whose
+    kernels it computes as, ``"tflm"`` to match TFLite Micro, see :mod:`.interpreter`)."""
     source = ModelSource.of(model)
     ir = model if isinstance(model, Model) else _load(source)
-    interp = Interpreter(ir, rounding=rounding, jit=jit)
+    interp = Interpreter(ir, rounding=rounding, jit=jit, flavor=flavor)
     mine = interp.trace(feeds)
     names = [v.name for node in ir.graph for v in node.outputs]
     theirs = execute(source, dict(feeds), Job(backend=other, outputs=names), isolate=isolate).outputs
