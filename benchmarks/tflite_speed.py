@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 from pathlib import Path
+
+from _tflite import median_seconds, one_thread
 
 MODELS = ("mobilenet_v2_224_int8", "mobilenet_v3_small_224_int8", "efficientnet_b0_224_int8",
           "mobilenet_v2_224_float", "mobilenet_v3_small_224_float", "efficientnet_b0_224_float")
@@ -32,9 +32,7 @@ def main() -> int:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"  # must precede the numpy import
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    one_thread()
     import numpy as np
 
     from graphwright.runtime import prepare
@@ -42,14 +40,6 @@ def main() -> int:
     from tests.models import get_model
     from tests.runtime.reference._oracle import feeds_for
 
-    def median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-        fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
 
     print(f"batch 1, one thread, median of {args.repeat} invokes (BUILTIN_REF: of 3)")
     print(f"  {'model':<30} {'LiteRT':>9} {'BUILTIN_REF':>12} {'graphwright':>12} {'vs LiteRT':>10} {'vs REF':>8}  output")
@@ -58,13 +48,13 @@ def main() -> int:
         info = get_model("tflite_real", name)
         feeds = feeds_for(info, 2)
         with prepare(info.path, backend="litert", options={"num_threads": 1}) as s:
-            t_lite = median_time(lambda s=s, f=feeds: s.run(f), args.repeat)
+            t_lite = median_seconds(lambda s=s, f=feeds: s.run(f), args.repeat)
         with prepare(info.path, backend="litert-ref", options={"num_threads": 1}) as s:
             expected = s.run(feeds)
-            t_ref = median_time(lambda s=s, f=feeds: s.run(f), 3)
+            t_ref = median_seconds(lambda s=s, f=feeds: s.run(f), 3)
         interp = Interpreter(info.path, jit=True)
         got = interp.run(feeds)
-        t_mine = median_time(lambda i=interp, f=feeds: i.run(f), args.repeat)
+        t_mine = median_seconds(lambda i=interp, f=feeds: i.run(f), args.repeat)
         key = next(iter(expected))
         a, b = got[key], expected[key]
         if b.dtype.kind == "f":

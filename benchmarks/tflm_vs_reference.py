@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import time
 from pathlib import Path
+
+from _tflite import median_seconds, one_thread
 
 MODELS = ("tflite_ops:mobilenet_v2_int8", "tflite_real:mobilenet_v2_224_int8")
 
@@ -32,9 +32,7 @@ def main() -> int:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"  # must precede the numpy import
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    one_thread()
     import numpy as np
 
     from graphwright.runtime import prepare
@@ -42,14 +40,6 @@ def main() -> int:
     from tests.models import get_model
     from tests.runtime.reference._oracle import feeds_for
 
-    def median_time(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
-        fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return float(np.median(times))
 
     print(f"batch 1, one thread, median of {args.repeat} invokes")
     print(f"  {'model':<36} {'TFLM':>9} {'BUILTIN_REF':>12} {'ours (numpy)':>13} {'ours (jit)':>11} "
@@ -62,14 +52,14 @@ def main() -> int:
         times = {}
         with prepare(info.path, backend="tflm") as s:
             from_tflm = s.run(feeds)
-            times["tflm"] = median_time(lambda s=s, f=feeds: s.run(f), args.repeat)
+            times["tflm"] = median_seconds(lambda s=s, f=feeds: s.run(f), args.repeat)
         with prepare(info.path, backend="litert-ref", options={"num_threads": 1}) as s:
             expected = s.run(feeds)
-            times["litert-ref"] = median_time(lambda s=s, f=feeds: s.run(f), args.repeat)
+            times["litert-ref"] = median_seconds(lambda s=s, f=feeds: s.run(f), args.repeat)
         for label, jit in (("numpy", False), ("jit", True)):
             interp = Interpreter(info.path, jit=jit)
             got = interp.run(feeds)
-            times[label] = median_time(lambda i=interp, f=feeds: i.run(f), args.repeat)
+            times[label] = median_seconds(lambda i=interp, f=feeds: i.run(f), args.repeat)
         key = next(iter(expected))
         exact = bool(np.array_equal(got[key], expected[key]))
         vs_tflm = int(np.abs(got[key].astype(np.int64) - from_tflm[key].astype(np.int64)).max())
