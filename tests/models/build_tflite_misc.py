@@ -12,7 +12,7 @@ Names:
   L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range);
   and the integer types the converter leaves out: ONE_HOT, MATRIX_DIAG, SPARSE_TO_DENSE of int8, uint8,
   int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
-  int64 indices), MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
+  int64 indices) and of each of those values, MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
   HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit); REAL, IMAG, COMPLEX_ABS
   of a complex64 input; LSH_PROJECTION (sparse and dense, weighted; int8, int32 and float32 rows).
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
@@ -43,7 +43,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 8
+BUILDER_VERSION = 9
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "random_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -128,7 +128,12 @@ def _integer_types(m: _Flat) -> None:
     for dtype, (on, off) in values.items():
         label = np.dtype(dtype).name
         table = tensor(f"values_{label}", (3,), dtype, np.asarray([on, off, on]))
-        m.op(B.MATRIX_DIAG, [table], [tensor(f"diag_{label}", (3, 3), dtype)])
+        diag = tensor(f"diag_{label}", (3, 3), dtype)
+        m.op(B.MATRIX_DIAG, [table], [diag])
+        flat = tensor(f"diag_flat_{label}", (9,), dtype)
+        m.op(B.RESHAPE, [diag, tensor(f"flat_shape_{label}", (1,), np.int32, np.asarray([9], np.int32))], [flat])
+        m.op(B.UNIQUE, [flat], [tensor(f"unique_{label}", (9,), dtype), tensor(f"unique_idx_{label}", (9,), np.int32)],
+             opts.UniqueOptions, _options(fb.UniqueOptionsT, idxOutType=fb.TensorType.INT32))
         if dtype == np.int16:  # LiteRT's ONE_HOT and SPARSE_TO_DENSE have no int16
             continue
         m.op(B.ONE_HOT, [ids, tensor(f"depth_{label}", (), np.int32, np.asarray(4, np.int32)),
