@@ -9,12 +9,13 @@ Names:
   MATRIX_SET_DIAG (float, int32), SPARSE_TO_DENSE (float, int32; rows and a scalar value),
   NON_MAX_SUPPRESSION_V4 and V5 (soft-NMS sigma) on overlapping random boxes.
 * ``direct_float``: written with the schema's object API (the converter never emits them):
-  L2_POOL_2D (SAME and VALID, fused RELU6) and FAKE_QUANT (8 and 4 bits; LiteRT refuses narrow_range);
-  and the integer types the converter leaves out: ONE_HOT, MATRIX_DIAG, SPARSE_TO_DENSE of int8, uint8,
-  int64 values (and MATRIX_DIAG of int16: LiteRT's other two have none) (int64 indices), BROADCAST_ARGS of int64 shapes, UNIQUE of int8 (int32 and
-  int64 indices) and of each of those values, MATRIX_SET_DIAG of int8; EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn) and
-  HASHTABLE_LOOKUP (float32, int32, uint8 values; keys missed and hit); REAL, IMAG, COMPLEX_ABS
-  of a complex64 input; LSH_PROJECTION (sparse and dense, weighted; int8, int32 and float32 rows).
+  L2_POOL_2D (SAME and VALID, fused RELU6); FAKE_QUANT (8 and 4 bits; LiteRT refuses
+  narrow_range); the value types the converter leaves out — ONE_HOT and SPARSE_TO_DENSE (int64
+  indices) of int8, uint8 and int64, MATRIX_DIAG and UNIQUE of those and int16, UNIQUE of int8
+  with int32 and int64 indices, MATRIX_SET_DIAG of int8, BROADCAST_ARGS of int64 shapes;
+  EMBEDDING_LOOKUP_SPARSE (sum, mean, sqrtn); HASHTABLE_LOOKUP (float32, int32, uint8 values;
+  keys missed and hit); REAL, IMAG, COMPLEX_ABS of a complex64 input; LSH_PROJECTION (sparse and
+  dense, weighted; keys of every FarmHash length class).
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
   norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
@@ -23,8 +24,8 @@ Names:
   in a row).
 * ``detection_float`` / ``detection_uint8``: the custom operator ``TFLite_Detection_PostProcess``
   (box encodings, class scores with a background class, constant anchors -> boxes, classes,
-  scores, count), fast NMS (two classes per detection) and regular NMS (one model each way,
-  in one file: two operators on the same inputs); uint8: encodings, scores and anchors quantized.
+  scores, count), fast NMS (two classes per detection) and regular NMS: two operators on the
+  same inputs; uint8: encodings, scores and anchors quantized.
 """
 
 from __future__ import annotations
