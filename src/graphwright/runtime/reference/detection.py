@@ -227,36 +227,30 @@ def _decode(ctx: OpContext, scales: np.ndarray) -> np.ndarray:
     return np.concatenate([center - half, center + half], axis=1)
 
 
-def _corner_iou(boxes: np.ndarray, i: int, j: int) -> np.float32:
-    """The post-process's IoU of two [ymin, xmin, ymax, xmax] boxes (0 for an empty one)."""
-    a, b = boxes[i], boxes[j]
-    area_a = (a[2] - a[0]) * (a[3] - a[1])
-    area_b = (b[2] - b[0]) * (b[3] - b[1])
-    if area_a <= 0 or area_b <= 0:
-        return np.float32(0)
-    side = np.maximum(np.minimum(a[2:], b[2:]) - np.maximum(a[:2], b[:2]), np.float32(0))
-    inter = side[0] * side[1]
-    return inter / (area_a + area_b - inter)  # type: ignore[no-any-return]
-
-
 def _single_class(boxes: np.ndarray, scores: np.ndarray, limit: int, score_threshold: np.float32,
                   iou_threshold: np.float32) -> list[int]:
     """Greedy NMS: scores >= threshold in stable decreasing order; each kept box drops the later
-    ones whose IoU with it exceeds the threshold; at most ``limit``."""
+    ones whose IoU with it exceeds the threshold (float32, 0 with an empty box); at most ``limit``."""
     keep = np.flatnonzero(scores >= score_threshold)
-    order = keep[np.argsort(-scores[keep], kind="stable")].tolist()
-    active = [True] * len(order)
+    order = keep[np.argsort(-scores[keep], kind="stable")]
+    corners = boxes[order]
+    area = (corners[:, 2] - corners[:, 0]) * (corners[:, 3] - corners[:, 1])
+    active = np.ones(len(order), bool)
     selected: list[int] = []
-    for i, box in enumerate(order):
-        if len(selected) >= min(len(order), limit) or not any(active[i:]):
+    for i in range(len(order)):
+        if len(selected) >= limit or not active[i:].any():
             break
         if not active[i]:
             continue
-        selected.append(box)
+        selected.append(int(order[i]))
         active[i] = False
-        for j in range(i + 1, len(order)):
-            if active[j] and _corner_iou(boxes, box, order[j]) > iou_threshold:
-                active[j] = False
+        later = i + 1 + np.flatnonzero(active[i + 1:])
+        side = np.maximum(np.minimum(corners[i, 2:], corners[later, 2:]) - np.maximum(corners[i, :2], corners[later, :2]),
+                          np.float32(0))
+        inter = side[:, 0] * side[:, 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iou = np.where((area[i] > 0) & (area[later] > 0), inter / (area[i] + area[later] - inter), np.float32(0))
+        active[later[iou > iou_threshold]] = False
     return selected
 
 
