@@ -353,7 +353,7 @@ def tanh(ctx: OpContext) -> list[np.ndarray]:
     return _lookup(ctx, np.tanh)
 
 
-def _sigmoid_table() -> np.ndarray:
+def sigmoid_table() -> np.ndarray:
     """LiteRT's 256-entry table of ``sigmoid(i/24)`` in unsigned Q0.16 that its int16 LOGISTIC
     and TANH interpolate: ``round(2^16·sigmoid(i/24))`` (at most 2^16 − 1), one more at the
     entries listed (LiteRT's table is biased up there, measured entry by entry)."""
@@ -393,7 +393,14 @@ def _sigmoid_tanh_int16(ctx: OpContext, x: np.ndarray, tanh: bool) -> np.ndarray
     multiplier, shift = _int16_input_rescale(qi, (0, 1) if tanh else (0,))
     table = ctx.cache.get("sigmoid_table")
     if table is None:
-        table = ctx.cache["sigmoid_table"] = _sigmoid_table()
+        table = ctx.cache["sigmoid_table"] = sigmoid_table()
+    return sigmoid_tanh_q15(x, multiplier, shift, tanh, table)
+
+
+def sigmoid_tanh_q15(x: np.ndarray, multiplier: int, shift: int, tanh: bool, table: np.ndarray) -> np.ndarray:
+    """The reference int16 Logistic / Tanh (LiteRT's and TFLM's, its integer LSTM's gates too) on raw
+    int16 values ``x``: ``(x·multiplier + round) >> shift`` puts them at the scale of the sigmoid
+    ``table`` (:func:`sigmoid_table`), then the table lookup; int16 Q0.15 out."""
     v = (x.astype(np.int64) * multiplier + ((1 << shift) >> 1)) >> shift
     magnitude = np.abs(v)
     bits = 8 if tanh else 9

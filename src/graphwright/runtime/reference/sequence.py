@@ -25,6 +25,15 @@ values); the cell state (scale ``2^cell_scale``) is ``f·c >> 15`` plus
 requantized to int8 by the effective hidden scale (the operator's fifth intermediate tensor).
 Projection, peepholes and layer norm are refused in integer LSTMs (the converter emits none
 from Keras layers); the converter refuses 16x8 LSTMs.
+
+LSTM (full-integer, ``flavor="tflm"``): TFLM's own step (micro/kernels/lstm_eval.h), built
+from its reference kernels.  Each gate is two int16 FULLY_CONNECTED outputs (scale 2^-12,
+multipliers ``s_x·s_w/2^-12`` in double, zero points as offsets, each saturated) added with
+saturation, then the int16 LOGISTIC / TANH of the interpolated sigmoid table; the cell
+state is ``MUL(f, c) + MUL(i, g)`` (int16 MULs requantized to the cell scale, saturated and
+clipped); the hidden state is ``MUL(o, TANH(c))`` to int8 at the output state's own scale and
+zero point (not the fifth intermediate's).  TFLM needs the input gate (no CIFG) and a TANH
+cell activation.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from ._common import (
     quant_of,
     round_half_away,
 )
+from .elementwise import sigmoid_table, sigmoid_tanh_q15
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
 from .luts import wrap16
 from .prepare import OpCheck, Shape, prepare_rule
@@ -95,7 +105,7 @@ def _layer_norm(x: np.ndarray) -> np.ndarray:
 def _unidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
     x, weights = ctx.x(_INPUT), ctx.x(_W_INPUT + 1)
     if x.dtype == np.int8 and weights.dtype == np.int8 and ctx.x(_CELL_STATE).dtype == np.int16:
-        return _integer_lstm(ctx)
+        return _tflm_integer_lstm(ctx) if ctx.flavor == "tflm" else _integer_lstm(ctx)
     if x.dtype != np.float32 or weights.dtype not in (np.float32, np.int8):
         raise ctx.error(f"{x.dtype} input with {weights.dtype} weights is not implemented (float32, float32 "
                         "with int8 weights, or int8 with an int16 cell state)")
@@ -609,6 +619,84 @@ def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
         h = np.clip(hidden, -128, 127)
         outputs.append(h.astype(np.int8))
     c_var[...] = c.reshape(c_var.shape)  # the variable tensors keep the last state, as LiteRT's
+    h_var[...] = h.reshape(h_var.shape)
+    y = np.stack(outputs)
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
+
+
+# -- TFLM's integer LSTM (flavor="tflm") ---------------------------------------------------------------
+
+def _tflm_integer_plan(ctx: OpContext) -> dict[str, Any]:
+    """What TFLM's Prepare derives (PrepareGateParametersInteger): per gate the weights, bias and
+    the two FULLY_CONNECTED multipliers; the three inter-gate MUL multipliers; the cell scale's
+    exponent and the quantized cell clip."""
+    for index, what in ((_PEEPHOLE + 2, "peephole weights"), (_PROJECTION, "a projection"),
+                        (_LAYER_NORM + 1, "layer normalization")):
+        if ctx.has(index):
+            raise ctx.error(f"an integer LSTM with {what} is not implemented")
+    if not ctx.has(_W_INPUT):
+        raise ctx.error("TFLM's integer LSTM needs the input gate (CIFG is not implemented there)")
+    if int(ctx.attr("fused_activation_function", ACT_TANH) or 0) != ACT_TANH:
+        raise ctx.error("TFLM's integer LSTM runs a TANH cell activation only")
+    q_in, q_state, q_cell = ctx.in_quant(_INPUT), ctx.in_quant(_OUTPUT_STATE), ctx.in_quant(_CELL_STATE)
+    if q_in is None or q_state is None or q_cell is None:
+        raise ctx.error("an integer LSTM needs quantized input and states")
+    gates = []
+    for g in range(4):
+        w_in, w_rec = (ctx.x(i + g).astype(np.int64) for i in (_W_INPUT, _W_RECURRENT))
+        s_in, s_rec = (float(ctx.in_quant(i + g).s) for i in (_W_INPUT, _W_RECURRENT))  # type: ignore[union-attr]
+        bias = ctx.x(_BIAS + g).astype(np.int64) if ctx.has(_BIAS + g) else np.zeros(w_in.shape[0], np.int64)
+        gates.append((w_in.T, bias, quantize_multiplier(q_in.s * s_in / _GATE_SCALE),
+                      w_rec.T, quantize_multiplier(q_state.s * s_rec / _GATE_SCALE)))
+    clip = float(np.float32(ctx.attr("cell_clip", 0.0) or 0.0))
+    return {
+        "gates": gates, "cell_exponent": _cell_exponent(q_cell.s, ctx.error), "table": sigmoid_table(),
+        "forget_cell": quantize_multiplier(2.0 ** -15 * q_cell.s / q_cell.s),
+        "input_cell": quantize_multiplier(2.0 ** -30 / q_cell.s),
+        "hidden": quantize_multiplier(2.0 ** -30 / q_state.s),
+        "cell_clip": int(min(max(clip / q_cell.s, -32768.0), 32767.0)) if clip > 0 else 0,
+    }
+
+
+def _tflm_integer_lstm(ctx: OpContext) -> list[np.ndarray]:
+    """TFLM's integer LSTM step over the time steps (see the module docstring)."""
+    plan = ctx.cache.get("tflm_integer")
+    if plan is None:
+        plan = ctx.cache["tflm_integer"] = _tflm_integer_plan(ctx)
+    zp_in, zp_state = ctx.in_quant(_INPUT).zp, ctx.in_quant(_OUTPUT_STATE).zp  # type: ignore[union-attr]
+    x = ctx.x(_INPUT).astype(np.int64) - zp_in
+    time_major = bool(ctx.attr("time_major", False))
+    if not time_major:
+        x = x.transpose(1, 0, 2)
+    h_var, c_var = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
+    h = h_var.reshape(h_var.shape[0] if h_var.ndim > 1 else x.shape[1], -1).astype(np.int64)
+    c = c_var.reshape(h.shape[0], -1).astype(np.int64)
+    table, clip = plan["table"], plan["cell_clip"]
+    # TANH of the cell state: its Q(15 + exponent) values brought to the table's Q3.12 by 3·2^k
+    left = 12 + plan["cell_exponent"]
+    cell_tanh = (3 << left, 0) if left >= 0 else (3, -left)
+
+    def mul(a: np.ndarray, b: np.ndarray, multiplier: tuple[int, int]) -> np.ndarray:
+        return multiply_by_quantized_multiplier(a * b, *multiplier, ctx.rounding)
+
+    def gate(g: int, step: np.ndarray, tanh: bool) -> np.ndarray:
+        w_in, bias, m_in, w_rec, m_rec = plan["gates"][g]
+        from_input = _saturate16(multiply_by_quantized_multiplier(step @ w_in + bias, *m_in, ctx.rounding))
+        from_state = _saturate16(multiply_by_quantized_multiplier((h - zp_state) @ w_rec, *m_rec, ctx.rounding))
+        return sigmoid_tanh_q15(_saturate16(from_input + from_state), 3, 0, tanh, table).astype(np.int64)
+
+    outputs = []
+    for step in x:
+        forget, keep, update = gate(1, step, False), gate(0, step, False), gate(2, step, True)
+        c = _saturate16(_saturate16(mul(forget, c, plan["forget_cell"]))
+                        + _saturate16(mul(keep, update, plan["input_cell"])))
+        if clip > 0:
+            c = np.clip(c, -clip, clip)
+        out = gate(3, step, False)
+        squashed = sigmoid_tanh_q15(c, *cell_tanh, True, table).astype(np.int64)
+        h = np.clip(mul(squashed, out, plan["hidden"]) + zp_state, -128, 127)
+        outputs.append(h.astype(np.int8))
+    c_var[...] = c.reshape(c_var.shape)
     h_var[...] = h.reshape(h_var.shape)
     y = np.stack(outputs)
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
