@@ -32,6 +32,10 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``face_embed``: MobileFaceNet-style — PReLU, global depthwise convolution, L2_NORMALIZATION;
 * ``bert_tiny``: a BERT-style classifier — int32 ids and attention mask, masked attention;
 * ``postprocess``: in-graph decoding — heatmap peaks, TOPK_V2, non-maximum suppression;
+* ``ocr``: a CRNN — a Keras-3 bidirectional GRU (WHILE, REVERSE_V2), greedy CTC decoding;
+* ``video``: CONV_3D and CONV_3D_TRANSPOSE on an 8-frame clip;
+* ``ds_cnn_uint8io``: the DS-CNN converted full-integer with uint8 input and output, as older
+  deployment pipelines ask (QUANTIZE uint8 <-> int8 at the edges);
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -75,6 +79,10 @@ NAMES = (
     "face_embed_float", "face_embed_int8", "face_embed_dynamic",
     "bert_tiny_float", "bert_tiny_int8", "bert_tiny_dynamic",
     "postprocess_float",
+    "ocr_float", "ocr_dynamic",
+    "video_float", "video_float16",
+    "ds_cnn_uint8io_int8",
+    "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -442,6 +450,40 @@ def _postprocess() -> Made:
     return decode, [Spec((1, 16, 16, 17)), Spec((1, 100, 4)), Spec((1, 100))]
 
 
+def _ocr() -> Made:
+    """A CRNN text recognizer: convolutions over a 32x96 text line, columns as a sequence
+    (TRANSPOSE, RESHAPE), a Keras-3 bidirectional GRU (two WHILE loops, REVERSE_V2), per-step
+    softmax and greedy CTC decoding in the graph (ARG_MAX, NOT_EQUAL against the previous step)."""
+    x = keras.Input((32, 96, 1), batch_size=1, name="line")
+    y = _conv_bn(x, 16, 3, "c0")
+    y = L.MaxPooling2D(2, name="p0")(y)                                          # 16x48
+    y = _conv_bn(y, 32, 3, "c1")
+    y = L.MaxPooling2D((4, 2), name="p1")(y)                                     # 4x24
+    y = L.Permute((2, 1, 3), name="columns")(y)
+    y = L.Reshape((24, 4 * 32), name="sequence")(y)
+    y = L.Bidirectional(L.GRU(24, return_sequences=True, name="gru"), name="bigru")(y)
+    probs = L.Softmax(name="probs")(L.Dense(11, name="logits")(y))
+
+    def greedy(p: tf.Tensor) -> tf.Tensor:
+        best = tf.argmax(p, axis=-1, output_type=tf.int32)
+        previous = tf.pad(best[:, :-1], [[0, 0], [1, 0]], constant_values=-1)
+        return tf.where(tf.logical_and(best != previous, best != 0), best, -1)
+
+    return keras.Model(x, [probs, L.Lambda(greedy, name="ctc_greedy")(probs)], name="ocr"), [
+        Spec((1, 32, 96, 1), low=0.0)]
+
+
+def _video() -> Made:
+    """A tiny video classifier on 8 frames: CONV_3D (strided, same and valid), a 3-D transposed
+    convolution back up, global average pooling over time and space."""
+    x = keras.Input((8, 24, 24, 3), batch_size=1, name="clip")
+    y = L.Conv3D(8, 3, strides=(1, 2, 2), padding="same", activation="relu", name="c0")(x)
+    y = L.Conv3D(16, (3, 3, 3), strides=2, activation="relu", name="c1")(y)
+    up = L.Conv3DTranspose(4, 2, strides=2, name="up")(y)
+    pooled = L.GlobalAveragePooling3D(name="gap")(y)
+    return keras.Model(x, [L.Dense(5, name="logits")(pooled), up], name="video"), [Spec((1, 8, 24, 24, 3))]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -454,13 +496,18 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "conv1d_audio": _conv1d_audio, "deeplab": _deeplab, "selfie": _selfie, "pose": _pose, "hand": _hand,
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
-    "bert_tiny": _bert_tiny, "postprocess": _postprocess,
+    "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
+    "ds_cnn_uint8io": _ds_cnn,
 }
 
 
 def _application(kind: str) -> Made:
     make, shape = _APPLICATIONS[kind]
     return make(weights=None, input_shape=shape, classes=10), [Spec((1, *shape), low=0.0)]
+
+
+def _uint8_io(converter: tf.lite.TFLiteConverter) -> None:
+    converter.inference_input_type = converter.inference_output_type = tf.uint8
 
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
@@ -472,5 +519,6 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     # DEQUANTIZE and QUANTIZE
     ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
            tf.lite.OpsSet.TFLITE_BUILTINS] if mode == "int16x8" else None
-    model_path.write_bytes(convert(model, mode, specs, ops=ops))
+    configure = _uint8_io if kind.endswith("_uint8io") else None
+    model_path.write_bytes(convert(model, mode, specs, ops=ops, configure=configure))
     return info_of("tflite_zoo", name, model_path, reference_path, specs, randomized=randomized)
