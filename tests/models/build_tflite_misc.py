@@ -18,7 +18,7 @@ Names:
   dense, weighted; keys of every FarmHash length class).
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
-  norm) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
+  norm; hybrid with int8 weights) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
 * ``random_float``: written likewise: seeded RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL
   (their generators go on from run to run: tests compare one seed per fresh interpreter, and runs
   in a row).
@@ -44,7 +44,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 9
+BUILDER_VERSION = 10
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "random_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -179,8 +179,8 @@ def _lookups(m: _Flat) -> None:
 
 
 def _recurrent(path: Path) -> list[Spec]:
-    """Two full LSTMs (input gate, peepholes, projection, cell and projection clips; CIFG with layer
-    norm) and two BIDIRECTIONAL_SEQUENCE_RNNs (time-major merged, batch-major split); states are
+    """Three full LSTMs (input gate, peepholes, projection, cell and projection clips; CIFG with layer
+    norm; hybrid: int8 weights, asymmetric input quantization) and two BIDIRECTIONAL_SEQUENCE_RNNs (time-major merged, batch-major split); states are
     variable tensors."""
     m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
     tensor = m.tensor
@@ -213,6 +213,15 @@ def _recurrent(path: Path) -> list[Spec]:
     cifg[0], cifg[18], cifg[19] = x, state("h_cifg", batch, cells), state("c_cifg", batch, cells)
     m.op(B.LSTM, cifg, [tensor("lstm_cifg_norm", (batch, cells), np.float32)], opts.LSTMOptions,
          _options(fb.LSTMOptionsT, fusedActivationFunction=1))
+    hybrid = [-1] * 24
+    for g, gate in enumerate(("i", "f", "c", "o")):
+        for base, name, cols in ((1, "w", depth), (5, "r", cells)):
+            hybrid[base + g] = tensor(f"hybrid_{name}_{gate}", (cells, cols), np.int8,
+                                      rng.integers(-127, 128, (cells, cols)), scale=[0.004 * (g + 1)])
+        hybrid[12 + g] = const(f"hybrid_b_{gate}", cells)
+    hybrid[0], hybrid[18], hybrid[19] = x, state("h_hybrid", batch, cells), state("c_hybrid", batch, cells)
+    m.op(B.LSTM, hybrid, [tensor("lstm_hybrid", (batch, cells), np.float32)], opts.LSTMOptions,
+         _options(fb.LSTMOptionsT, fusedActivationFunction=4, asymmetricQuantizeInputs=True))
     steps, width = 4, 3
     time_first = m.input(Spec((steps, batch, depth)), "sequence")
     batch_first = m.input(Spec((batch, steps, depth)), "sequence_batch_major")

@@ -3,8 +3,8 @@
 * ONE_HOT, BROADCAST_ARGS, UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE in the value
   types each LiteRT kernel takes (float32, int8, uint8, int32, int64; bool for ONE_HOT, int16 for
   MATRIX_DIAG and UNIQUE; quantized values are copied as integers);
-* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE, the full LSTM (one step of the sequence LSTM's
-  float step) and BIDIRECTIONAL_SEQUENCE_RNN in float32; HASHTABLE_LOOKUP (int32 keys, numeric
+* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE and BIDIRECTIONAL_SEQUENCE_RNN in float32; the
+  full LSTM in float32 and hybrid (int8 weights), one step of the sequence LSTM's float step; HASHTABLE_LOOKUP (int32 keys, numeric
   values); REAL, IMAG, COMPLEX_ABS of complex64/complex128; LSH_PROJECTION (FarmHash
   Fingerprint64 of seed and input row, written here);
 * RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL: TensorFlow's Philox4x32-10 generator
@@ -445,12 +445,13 @@ def multinomial(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("LSTM")
 def lstm(ctx: OpContext) -> list[np.ndarray]:
-    """The full (non-sequence) LSTM, float32: one step of the sequence operator's LSTM on
-    ``[batch, input]`` (LiteRT runs the same lstm_eval step), the states updated in place."""
+    """The full (non-sequence) LSTM, float32 or hybrid (int8 weights): one step of the sequence
+    operator's LSTM on ``[batch, input]`` (LiteRT runs the same lstm_eval step), the states
+    updated in place."""
     x, weights = ctx.x(0), ctx.x(_W_INPUT + 1)
-    if x.dtype != np.float32 or weights.dtype != np.float32 or int(ctx.attr("kernel_type", 0) or 0) != 0:
+    if x.dtype != np.float32 or weights.dtype not in (np.float32, np.int8) or int(ctx.attr("kernel_type", 0) or 0):
         raise ctx.error(f"{x.dtype} input with {weights.dtype} weights (kernel type {ctx.attr('kernel_type')}) is "
-                        "not implemented (float32, the full kernel)")
+                        "not implemented (float32 input, float32 or int8 weights, the full kernel)")
     return [_float_lstm(ctx, x[None], _UNIDIRECTIONAL)[0]]
 
 
