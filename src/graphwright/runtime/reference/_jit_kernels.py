@@ -1,6 +1,6 @@
 """The interpreter's hot loops compiled with numba, one pass each, integer arithmetic
 exactly as the numpy path: requantization (as :mod:`.fixedpoint`), depthwise
-convolution, few-row dense products, 8-bit table lookups (unary and pairwise,
+convolution (integer and float32), few-row dense products, 8-bit table lookups (unary and pairwise,
 broadcasting) and MEAN's sums.
 
 Imported only through :mod:`.jit` (importing numba costs ~0.3 s and compiling a
@@ -90,6 +90,33 @@ def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-u
                         out[n, oy, ox, c] = acc[c]
                     else:
                         out[n, oy, ox, c] = _requantized(np.int64(acc[c]), c, p)
+
+
+@numba.njit(**_JIT)
+def depthwise_float(x, w, bias, sh, sw, dh, dw, pt, pl, lo, hi, out):  # type: ignore[no-untyped-def]
+    """Float32 depthwise convolution of ``x`` [N, H, W, C] (depth multiplier already expanded)
+    with taps ``w`` [KH, KW, C], as LiteRT's reference kernel: float32 sums of the in-image
+    taps in tap order, ``+ bias[c]``, clamped to ``[lo, hi]``, into ``out`` [N, OH, OW, C]."""
+    batch, oh, ow, channels = out.shape
+    kh, kw = w.shape[0], w.shape[1]
+    height, width = x.shape[1], x.shape[2]
+    acc = np.empty(channels, np.float32)
+    for n in range(batch):
+        for oy in range(oh):
+            for ox in range(ow):
+                acc[:] = 0
+                for i in range(kh):
+                    iy = oy * sh - pt + i * dh
+                    if iy < 0 or iy >= height:
+                        continue
+                    for j in range(kw):
+                        ix = ox * sw - pl + j * dw
+                        if ix < 0 or ix >= width:
+                            continue
+                        for c in range(channels):
+                            acc[c] += x[n, iy, ix, c] * w[i, j, c]
+                for c in range(channels):
+                    out[n, oy, ox, c] = min(max(acc[c] + bias[c], lo), hi)
 
 
 @numba.njit(**_JIT)

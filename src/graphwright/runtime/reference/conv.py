@@ -34,6 +34,7 @@ time as LiteRT's hybrid kernel (:func:`_hybrid_dense`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -62,7 +63,16 @@ from .fixedpoint import (
 from .jit import kernels
 from .prepare import OpCheck, Shape, check_size, prepare_rule
 from .requant import FastRequant, Float32Requant
-from .runners import Geometry, compile_runner, depthwise_runner, pointwise_runner, window_runner
+from .runners import (
+    Finish,
+    Geometry,
+    compile_runner,
+    depthwise_runner,
+    float_depthwise_runner,
+    float_finish,
+    pointwise_runner,
+    window_runner,
+)
 
 
 def channel_scales(s_in: float, w: Quant, s_out: float, channels: int) -> np.ndarray:
@@ -311,6 +321,31 @@ def _finish(ctx: OpContext, acc: np.ndarray, plan: _Plan, rounding: str | None =
     return requantize(ctx, iacc, plan.m, plan.shift, rounding or ctx.rounding, plan.accumulator, plan.real)
 
 
+def _float_finish(ctx: OpContext, plan: _Plan) -> Finish | None:
+    """The in-place bias and clamp ending a float32 convolution's runner (:func:`.runners.float_finish`),
+    or None where the kernel's own path runs: other dtypes, TANH/SIGN_BIT activations."""
+    act = int(ctx.attr("fused_activation_function", 0) or 0)
+    if ctx.x(0).dtype != np.float32 or ctx.out_dtype() != np.float32 or plan.dtype != np.float32 \
+            or act not in _FLOAT_CLAMPS:
+        return None
+    return float_finish(plan.bias, *activation_range(ctx, act, ctx.out_dtype()))
+
+
+#: the fused activations that are a clamp (NONE, RELU, RELU_N1_TO_1, RELU6)
+_FLOAT_CLAMPS = frozenset(range(4))
+
+
+def _ending(ctx: OpContext, plan: _Plan) -> tuple[Finish, int | None] | None:
+    """How a convolution runner (:mod:`.runners`) ends and the input zero point it shifts by:
+    the fast requantization (8-bit sums exact in one float GEMM), the float bias and clamp
+    (zero point None: the float input read as it is), or None for the kernel's own path."""
+    q_in = ctx.in_quant(0)
+    if plan.fast is not None and plan.chunks is None and q_in is not None:
+        return functools.partial(plan.fast, out_dtype=ctx.out_dtype()), q_in.zp
+    finish = _float_finish(ctx, plan)
+    return None if finish is None else (finish, None)
+
+
 def _geometry(shape: tuple[int, ...], kernel: tuple[int, int, int], sh: int, sw: int, dh: int, dw: int,
               padding: int) -> Geometry:
     """Output size, padding before and padded input size of a convolution over an
@@ -356,11 +391,13 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
         taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
         acc = _grouped(taps.reshape(-1, kh * kw, x.shape[3]), groups, o, lambda t, c: _gemm(plan, t, c))
         return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
-    if plan.fast is not None and plan.chunks is None and q_in is not None:
+    ending = _ending(ctx, plan)
+    if ending is not None:
+        finish, zp_in = ending
         if kh == kw == sh == sw == 1:
-            return [compile_runner(ctx, x, pointwise_runner(plan, x, q_in.zp, ctx.out_dtype()))(x)]
+            return [compile_runner(ctx, x, pointwise_runner(plan, x, zp_in, finish))(x)]
         geometry = _geometry(x.shape, (kh, kw, ci), sh, sw, dh, dw, padding)
-        return [compile_runner(ctx, x, window_runner(plan, geometry, q_in.zp, ctx.out_dtype()))(x)]
+        return [compile_runner(ctx, x, window_runner(plan, geometry, zp_in or 0, finish))(x)]
     taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
     acc = _gemm(plan, taps.reshape(-1, kh * kw * ci))
     return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
@@ -388,6 +425,9 @@ def depthwise_conv_2d(ctx: OpContext) -> list[np.ndarray]:
     oh, ow, hp, wp, pt, pl = g.oh, g.ow, g.hp, g.wp, g.pt, g.pl
     if plan.fast is not None and q_in is not None:
         return [compile_runner(ctx, x, depthwise_runner(plan, g, q_in.zp, mult, ctx.out_dtype()))(x)]
+    if ctx.jit and _float_finish(ctx, plan) is not None:
+        lo, hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), ctx.out_dtype())
+        return [compile_runner(ctx, x, float_depthwise_runner(plan, g, mult, plan.bias, lo, hi))(x)]
     xp = np.zeros((n, hp, wp, co), plan.dtype)
     _shifted_input(np.repeat(x, mult, axis=3) if mult > 1 else x, q_in, plan.dtype,
                    xp[:, pt:pt + h, pl:pl + wd, :])  # output channel c·M + m reads input channel c

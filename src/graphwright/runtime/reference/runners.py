@@ -31,14 +31,18 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ._common import OpContext
+from .jit import kernels
 from .requant import FastRequant
 
 if TYPE_CHECKING:
     from .conv import _Plan
 
-__all__ = ["Geometry", "Runner", "compile_runner", "depthwise_runner", "pointwise_runner", "window_runner"]
+__all__ = ["Finish", "Geometry", "Runner", "compile_runner", "depthwise_runner", "float_depthwise_runner",
+           "float_finish", "pointwise_runner", "window_runner"]
 
 Runner = Callable[[np.ndarray], np.ndarray]
+#: the end of a convolution runner: sums -> output (requantization, or float bias and activation)
+Finish = Callable[[np.ndarray], np.ndarray]
 
 
 def compile_runner(ctx: OpContext, x: np.ndarray, runner: Runner) -> Runner:
@@ -49,10 +53,15 @@ def compile_runner(ctx: OpContext, x: np.ndarray, runner: Runner) -> Runner:
     return runner
 
 
-def pointwise_runner(plan: _Plan, x: np.ndarray, zp_in: int, out_dtype: np.dtype) -> Runner:
-    """1x1 stride-1 convolution: one GEMM on the NHWC buffer (no im2col), then requantization."""
-    dtype, weights, fast = plan.dtype, plan.weights, plan.fast
-    assert fast is not None
+def pointwise_runner(plan: _Plan, x: np.ndarray, zp_in: int | None, finish: Finish) -> Runner:
+    """1x1 stride-1 convolution: one GEMM on the NHWC buffer (no im2col), then ``finish``;
+    ``zp_in`` None: a float input, read by the GEMM as it is (no shifted copy)."""
+    dtype, weights = plan.dtype, plan.weights
+    if zp_in is None:
+        def run_float(x: np.ndarray) -> np.ndarray:
+            return finish(np.matmul(x.reshape(-1, x.shape[3]), weights).reshape(*x.shape[:3], weights.shape[1]))
+
+        return run_float
     shifted: np.ndarray = np.empty(x.shape, dtype)
     acc = np.empty((*x.shape[:3], weights.shape[1]), dtype)
     rows, acc_rows, zp = shifted.reshape(-1, x.shape[3]), acc.reshape(-1, weights.shape[1]), dtype(zp_in)
@@ -60,9 +69,22 @@ def pointwise_runner(plan: _Plan, x: np.ndarray, zp_in: int, out_dtype: np.dtype
     def run(x: np.ndarray) -> np.ndarray:
         np.subtract(x, zp, dtype=dtype, out=shifted, casting="unsafe")
         np.matmul(rows, weights, out=acc_rows)
-        return fast(acc, out_dtype)
+        return finish(acc)
 
     return run
+
+
+def float_finish(bias: np.ndarray | None, lo: float, hi: float) -> Finish:
+    """A float convolution's ending, in place on its fresh float32 sums: ``+ bias`` (float32, as
+    LiteRT's kernels add it) and the clamp to the fused activation's range."""
+    bias32 = None if bias is None else bias.astype(np.float32)
+
+    def finish(acc: np.ndarray) -> np.ndarray:
+        if bias32 is not None:
+            np.add(acc, bias32, out=acc)
+        return np.clip(acc, lo, hi, out=acc)  # type: ignore[no-any-return]
+
+    return finish
 
 
 class Geometry(NamedTuple):
@@ -158,6 +180,24 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
     return run
 
 
+def float_depthwise_runner(plan: _Plan, g: Geometry, mult: int, bias: np.ndarray | None, lo: float, hi: float
+                           ) -> Runner:
+    """Float32 depthwise convolution as the compiled loop (:mod:`.jit`): sums, bias and
+    activation in one pass over the unpadded input."""
+    compiled = kernels()
+    weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.float32))
+    bias32 = np.zeros(g.co, np.float32) if bias is None else bias.astype(np.float32)
+    low, high, shape = np.float32(lo), np.float32(hi), (g.n, g.oh, g.ow, g.co)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        y = np.empty(shape, np.float32)
+        compiled.depthwise_float(np.repeat(x, mult, axis=3) if mult > 1 else x, weights, bias32, g.sh, g.sw,
+                                 g.dh, g.dw, g.pt, g.pl, low, high, y)  # output channel c·M + m reads input c
+        return y
+
+    return run
+
+
 #: from this many channels on, one ``einsum`` over strided windows beats per-tap
 #: multiply-adds (its inner loop runs along the channels)
 _EINSUM_CHANNELS = 64
@@ -183,14 +223,13 @@ def _tap_sum(plan: _Plan, g: Geometry, xp: np.ndarray) -> Callable[[], np.ndarra
     return contract
 
 
-def window_runner(plan: _Plan, g: Geometry, zp_in: int, out_dtype: np.dtype) -> Runner:
+def window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish) -> Runner:
     """KHxKW convolution (any strides, dilations, padding; ``g.co`` = input channels)
     as im2col + one GEMM: the shifted input goes into the interior of a zero-padded
     buffer, its windows are seen as ``[N, OH, OW, KH, KW, C]`` through a strided view
     and copied once into the ``[N·OH·OW, KH·KW·C]`` matrix the GEMM reads (one pass,
-    where slicing tap by tap makes KH·KW short-looped copies)."""
-    dtype, weights, fast = plan.dtype, plan.weights, plan.fast
-    assert fast is not None
+    where slicing tap by tap makes KH·KW short-looped copies); then ``finish`` (float: ``zp_in`` 0)."""
+    dtype, weights = plan.dtype, plan.weights
     zp = dtype(zp_in)
     xp: np.ndarray = np.zeros((g.n, g.hp, g.wp, g.co), dtype)
     s0, s1, s2, s3 = xp.strides
@@ -204,6 +243,6 @@ def window_runner(plan: _Plan, g: Geometry, zp_in: int, out_dtype: np.dtype) -> 
                     casting="unsafe")
         np.copyto(columns, view)
         acc = np.matmul(rows, weights).reshape(g.n, g.oh, g.ow, weights.shape[1])
-        return fast(acc, out_dtype)
+        return finish(acc)
 
     return run
