@@ -18,7 +18,8 @@ Names:
   dense, weighted; keys of every FarmHash length class).
 * ``recurrent_float``: written likewise, states as variable tensors (tests compare one seed per
   fresh interpreter): the full LSTM (input gate, peepholes, projection, clips; CIFG with layer
-  norm; hybrid with int8 weights) and BIDIRECTIONAL_SEQUENCE_RNN (time-major merged, batch-major split).
+  norm; hybrid with int8 weights) and BIDIRECTIONAL_SEQUENCE_RNN (float and hybrid; time- and
+  batch-major; merged and split).
 * ``random_float``: written likewise: seeded RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL
   (their generators go on from run to run: tests compare one seed per fresh interpreter, and runs
   in a row).
@@ -44,7 +45,7 @@ from ._info import ModelInfo
 from ._tflite_common import Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 10
+BUILDER_VERSION = 12
 
 NAMES = ("misc_float", "direct_float", "recurrent_float", "random_float", "detection_float", "detection_uint8")
 FAMILY = "tflite_misc"
@@ -180,8 +181,9 @@ def _lookups(m: _Flat) -> None:
 
 def _recurrent(path: Path) -> list[Spec]:
     """Three full LSTMs (input gate, peepholes, projection, cell and projection clips; CIFG with layer
-    norm; hybrid: int8 weights, asymmetric input quantization) and two BIDIRECTIONAL_SEQUENCE_RNNs (time-major merged, batch-major split); states are
-    variable tensors."""
+    norm; hybrid: int8 weights, asymmetric input quantization) and four BIDIRECTIONAL_SEQUENCE_RNNs
+    (float: time-major merged, batch-major split; hybrid: time-major split, batch-major merged with
+    asymmetric input quantization); states are variable tensors."""
     m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
     tensor = m.tensor
     rng = np.random.default_rng(2)
@@ -225,16 +227,22 @@ def _recurrent(path: Path) -> list[Spec]:
     steps, width = 4, 3
     time_first = m.input(Spec((steps, batch, depth)), "sequence")
     batch_first = m.input(Spec((batch, steps, depth)), "sequence_batch_major")
-    for name, time_major, merge, act in (("birnn_merged", True, True, 4), ("birnn_split", False, False, 1)):
+    for name, time_major, merge, act in (("birnn_merged", True, True, 4), ("birnn_split", False, False, 1),
+                                         ("birnn_hybrid", True, False, 4), ("birnn_hybrid_batch", False, True, 1)):
         operands = [time_first if time_major else batch_first]
         for direction, n in (("fw", width), ("bw", width + 1)):
-            operands += [const(f"{name}_{direction}_w", n, depth), const(f"{name}_{direction}_r", n, n),
-                         const(f"{name}_{direction}_b", n), state(f"{name}_{direction}_h", batch, n)]
-        outs = [tensor(name, (steps, batch, 2 * width + 1), np.float32)] if merge else \
-            [tensor(f"{name}_fw", (batch, steps, width), np.float32), tensor(f"{name}_bw", (batch, steps, width + 1), np.float32)]
+            if name.startswith("birnn_hybrid"):
+                operands += [tensor(f"{name}_{direction}_{kind}", (n, cols), np.int8, rng.integers(-127, 128, (n, cols)),
+                                    scale=[0.01]) for kind, cols in (("w", depth), ("r", n))]
+            else:
+                operands += [const(f"{name}_{direction}_w", n, depth), const(f"{name}_{direction}_r", n, n)]
+            operands += [const(f"{name}_{direction}_b", n), state(f"{name}_{direction}_h", batch, n)]
+        lead = (steps, batch) if time_major else (batch, steps)
+        outs = [tensor(name, (*lead, 2 * width + 1), np.float32)] if merge else \
+            [tensor(f"{name}_fw", (*lead, width), np.float32), tensor(f"{name}_bw", (*lead, width + 1), np.float32)]
         m.op(B.BIDIRECTIONAL_SEQUENCE_RNN, [*operands, -1, -1, -1], outs, opts.BidirectionalSequenceRNNOptions,
              _options(fb.BidirectionalSequenceRNNOptionsT, timeMajor=time_major, mergeOutputs=merge,
-                      fusedActivationFunction=act))
+                      fusedActivationFunction=act, asymmetricQuantizeInputs=name == "birnn_hybrid_batch"))
     m.write(path)
     return m.specs
 

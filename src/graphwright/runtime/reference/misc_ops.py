@@ -3,8 +3,8 @@
 * ONE_HOT, BROADCAST_ARGS, UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE in the value
   types each LiteRT kernel takes (float32, int8, uint8, int32, int64; bool for ONE_HOT, int16 for
   MATRIX_DIAG and UNIQUE; quantized values are copied as integers);
-* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE and BIDIRECTIONAL_SEQUENCE_RNN in float32; the
-  full LSTM in float32 and hybrid (int8 weights), one step of the sequence LSTM's float step; HASHTABLE_LOOKUP (int32 keys, numeric
+* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE in float32; the full LSTM (one step of the
+  sequence LSTM's) and BIDIRECTIONAL_SEQUENCE_RNN in float32 and hybrid (int8 weights); HASHTABLE_LOOKUP (int32 keys, numeric
   values); REAL, IMAG, COMPLEX_ABS of complex64/complex128; LSH_PROJECTION (FarmHash
   Fingerprint64 of seed and input row, written here);
 * RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL: TensorFlow's Philox4x32-10 generator
@@ -22,7 +22,7 @@ import numpy as np
 
 from ._common import REFUSED, OpContext, apply_activation, ints, kernel, output_size, padding_before, round_half_away
 from .prepare import OpCheck, Shape, prepare_rule
-from .sequence import _UNIDIRECTIONAL, _W_INPUT, _float_lstm
+from .sequence import _UNIDIRECTIONAL, _W_INPUT, _float_lstm, _Int8Weights, _operand, _product, _weights
 
 REFUSED["SKIP_GRAM"] = ("it reads and writes string tensors; graphwright reads them from the file, but the "
                         "reference interpreter computes numeric, bool and complex tensors only")
@@ -457,29 +457,38 @@ def lstm(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("BIDIRECTIONAL_SEQUENCE_RNN")
 def bidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's float kernel: ``h = act(b + x·Wᵀ + h·Rᵀ)`` forward over the sequence and backward
-    over it reversed (outputs in sequence order), concatenated along the features with
+    """As LiteRT's kernel: ``h = act(b + x·Wᵀ + h·Rᵀ)`` forward over the sequence and backward over
+    it reversed (outputs in sequence order), concatenated along the features with
     ``merge_outputs``, else two outputs; inputs 0 the sequence, 1–4 forward weights, recurrent
-    weights, bias, hidden state (variable), 5–8 the same backward.  Auxiliary inputs refused."""
+    weights, bias, hidden state (variable), 5–8 the same backward.  Float32, or hybrid: int8
+    weights, each product an int32 dot of the operand quantized per row (as the hybrid LSTM's);
+    LiteRT's time-major hybrid kernel runs both directions once per time step, the states going
+    on from pass to pass, and so does this one.  Auxiliary inputs refused."""
     x = ctx.x(0)
-    if any(ctx.x(i).dtype != np.float32 for i in range(9)):
-        raise ctx.error("only float32 is implemented")
+    if x.dtype != np.float32 or any(ctx.x(i).dtype not in (np.float32, np.int8) for i in (1, 2, 5, 6)):
+        raise ctx.error("only float32 input with float32 or int8 weights is implemented")
     if any(ctx.has(i) for i in range(9, 12)):
         raise ctx.error("auxiliary inputs are not implemented")
     time_major = bool(ctx.attr("time_major", True))
     x = x if time_major else x.transpose(1, 0, 2)
 
     def run(first: int, steps: np.ndarray) -> np.ndarray:
-        weights, recurrent, bias, state = (ctx.x(first + i) for i in range(4))
+        weights, recurrent = _weights(ctx, first), _weights(ctx, first + 1)
+        bias, state = ctx.x(first + 2), ctx.x(first + 3)
+        hybrid = isinstance(weights, _Int8Weights) or isinstance(recurrent, _Int8Weights)
+        asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
         h = state.reshape(steps.shape[1], -1)
         outputs = []
         for step in steps:
-            h = apply_activation(ctx, bias + step @ weights.T + h @ recurrent.T, np.dtype(np.float32))
+            acc = bias + _product(_operand(step, asymmetric), weights) + _product(_operand(h, asymmetric), recurrent)
+            h = apply_activation(ctx, acc, np.dtype(np.float32))
             outputs.append(h)
         state[...] = h.reshape(state.shape)
         return np.stack(outputs)
 
-    forward, backward = run(1, x), run(5, x[::-1])[::-1]
+    passes = len(x) if time_major and ctx.x(1).dtype == np.int8 else 1
+    for _ in range(passes):
+        forward, backward = run(1, x), run(5, x[::-1])[::-1]
     outputs = [np.concatenate([forward, backward], axis=-1)] if ctx.attr("merge_outputs", False) \
         else [forward, backward]
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2)) for y in outputs]
