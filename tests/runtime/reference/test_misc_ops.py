@@ -57,10 +57,12 @@ def test_complex_parts_of_complex_values() -> None:
     assert np.abs(mine["imag"]).max() > 1
 
 
-def test_random_generators_go_on_from_run_to_run_as_litert() -> None:
-    """Three runs in a row on one interpreter each: every draw as LiteRT's (its Philox generators
-    keep their state across invocations; MULTINOMIAL skips ahead)."""
-    info = get_model("tflite_misc", "random_float")
+@pytest.mark.parametrize("name", ["random_float", "recurrent_float"])
+def test_state_goes_on_from_run_to_run_as_litert(name: str) -> None:
+    """Three runs in a row on one interpreter each: every output as LiteRT's (the Philox generators
+    keep their state across invocations, MULTINOMIAL skipping ahead; the LSTM and RNN states
+    carry over)."""
+    info = get_model("tflite_misc", name)
     mine = Interpreter(info.path)
     theirs = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     theirs.allocate_tensors()
