@@ -512,8 +512,8 @@ def _one_hot_shape(op: OpCheck) -> list[Shape]:
     x, depth = op.shape(0), op.ints(1, "depth")
     if x is None or depth is None:
         return [None]
-    axis = op.int_attr("axis", -1, -len(x) - 1, len(x))
-    axis = axis + len(x) + 1 if axis < 0 else axis
+    axis = op.int_attr("axis", -1, -1, len(x))  # LiteRT: -1 (last) or 0 .. rank
+    axis = len(x) if axis < 0 else axis
     return [(*x[:axis], max(depth[0], 0), *x[axis:])]
 
 
