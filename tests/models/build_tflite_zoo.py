@@ -83,7 +83,7 @@ NAMES = (
     "video_float", "video_float16",
     "ds_cnn_uint8io_int8",
     "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
-    "image_ops_int16x8", "face_embed_int16x8", "pose_int16x8", "two_inputs_int16x8",
+    "pose_int16x8",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
