@@ -95,27 +95,26 @@ def _decreasing_top(values: np.ndarray, count: int) -> list[int]:
 
 # -- NON_MAX_SUPPRESSION_V4 / V5 ---------------------------------------------------------------------
 
-def _iou(boxes: np.ndarray, i: int, j: int) -> np.float32:
-    """LiteRT's float IoU of two [y1, x1, y2, x2] boxes (corners in any order), 0 for an empty one."""
-    a, b = boxes[i], boxes[j]
-    lo_a, hi_a = np.minimum(a[:2], a[2:]), np.maximum(a[:2], a[2:])
-    lo_b, hi_b = np.minimum(b[:2], b[2:]), np.maximum(b[:2], b[2:])
-    area_a = (hi_a[0] - lo_a[0]) * (hi_a[1] - lo_a[1])
-    area_b = (hi_b[0] - lo_b[0]) * (hi_b[1] - lo_b[1])
-    if area_a <= 0 or area_b <= 0:
-        return np.float32(0)
-    side = np.maximum(np.minimum(hi_a, hi_b) - np.maximum(lo_a, lo_b), np.float32(0))
-    inter = side[0] * side[1]
-    union = area_a + area_b - inter
-    return np.float32(0) if union == 0 else inter / union
+def _ious(low: np.ndarray, high: np.ndarray, area: np.ndarray, i: int, others: list[int]) -> list[float]:
+    """LiteRT's float IoUs of box ``i`` with ``others`` (float32; 0 with an empty box or union),
+    from the boxes' [y, x] minima ``low``, maxima ``high`` and areas."""
+    j = np.asarray(others, np.intp)
+    side = np.maximum(np.minimum(high[i], high[j]) - np.maximum(low[i], low[j]), np.float32(0))
+    inter = side[:, 0] * side[:, 1]
+    union = area[i] + area[j] - inter
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iou = np.where((area[i] > 0) & (area[j] > 0) & (union != 0), inter / union, np.float32(0))
+    return iou.astype(np.float32).tolist()  # type: ignore[no-any-return]
 
 
 def _soft_nms(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_threshold: np.float32,
               score_threshold: np.float32, sigma: np.float32) -> tuple[list[int], list[np.float32]]:
     """LiteRT's NonMaxSuppression (float): a max-heap of (score, index, first selection to
     compare with) above the score threshold; a candidate within ``iou_threshold`` of a
-    selected box is dropped, else (sigma > 0) its score decays by ``exp(-0.5/sigma·iou²)``
-    and it goes back into the heap unless it fell to the threshold."""
+    selected box (the latest first) is dropped, else (sigma > 0) its score decays by
+    ``exp(-0.5/sigma·iou²)`` and it goes back into the heap unless it fell to the threshold."""
+    low, high = np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])
+    area = (high[:, 0] - low[:, 0]) * (high[:, 1] - low[:, 1])
     heap = _Heap([], lambda a, b: a[0] < b[0])
     for i, s in enumerate(scores.tolist()):
         if s > score_threshold:
@@ -127,8 +126,8 @@ def _soft_nms(boxes: np.ndarray, scores: np.ndarray, max_out: int, iou_threshold
     while len(selected) < wanted and heap.items:
         score, index, begin = heap.pop()
         original, suppressed = score, False
-        for j in range(len(selected) - 1, begin - 1, -1):
-            iou = _iou(boxes, index, selected[j])
+        earlier = selected[begin:][::-1]
+        for iou in map(np.float32, _ious(low, high, area, index, earlier) if earlier else []):
             if iou >= iou_threshold:
                 suppressed = True
                 break
