@@ -198,6 +198,9 @@ def sub(ctx: OpContext) -> list[np.ndarray]:
 def mul(ctx: OpContext) -> list[np.ndarray]:
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
+    if dtype == np.float32 and a.dtype == b.dtype == np.float32:  # one fresh product, clamped in place
+        y = np.multiply(a, b)
+        return [np.clip(y, *activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype), out=y)]
     if dtype.kind == "f":
         return [apply_activation(ctx, a.astype(np.float32) * b.astype(np.float32), dtype)]
     plain = ctx.cache.get("plain")
@@ -335,6 +338,12 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 @kernel("LOGISTIC", int16=True)
 def logistic(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
+    if x.dtype == np.float32 and ctx.out_dtype() == np.float32:  # _sigmoid's arithmetic, in place
+        y = np.negative(x)
+        with np.errstate(over="ignore"):
+            np.exp(y, out=y)
+        y += np.float32(1)
+        return [np.divide(np.float32(1), y, out=y)]
     if x.dtype.kind == "f":
         with np.errstate(over="ignore"):
             return [_sigmoid(x.astype(np.float32)).astype(ctx.out_dtype())]
@@ -464,9 +473,13 @@ def _hard_swish_q(ctx: OpContext, x: np.ndarray, qi: Quant, qo: Quant, dtype: np
 def hard_swish(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    if x.dtype.kind == "f":
-        xf = x.astype(np.float32)
-        return [(xf * np.clip(xf + np.float32(3), 0, 6) / np.float32(6)).astype(dtype)]
+    if x.dtype.kind == "f":  # x·clip(x + 3, 0, 6)/6 in float32, in one fresh buffer
+        xf = x.astype(np.float32, copy=False)
+        y = np.add(xf, np.float32(3))
+        np.clip(y, np.float32(0), np.float32(6), out=y)
+        y *= xf
+        y /= np.float32(6)
+        return [y.astype(dtype, copy=False)]
 
     def make() -> Callable[[np.ndarray], np.ndarray]:
         qi, qo = _quants(ctx, 0)
