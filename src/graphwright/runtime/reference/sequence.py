@@ -3,7 +3,9 @@
 * UNIDIRECTIONAL_SEQUENCE_LSTM: float32; hybrid (float activations, int8 weights); full-integer
   (int8 activations and weights, int16 cell state);
 * BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
-* UNIDIRECTIONAL_SEQUENCE_RNN: float32; SVDF: float32 and int8 (int16 time weights and state).
+* UNIDIRECTIONAL_SEQUENCE_RNN: float32; SVDF: float32 and int8 (int16 time weights and state);
+* LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``) and
+  BIDIRECTIONAL_SEQUENCE_RNN: float32 and hybrid (int8 weights).
 
 Their recurrent state lives in variable tensors, which the kernels update in place, so it
 carries over to the next run as in LiteRT (see ``Interpreter.reset_variables``).
@@ -51,6 +53,7 @@ from ._common import (
     ACT_RELU_N1_TO_1,
     ACT_TANH,
     OpContext,
+    apply_activation,
     kernel,
     quant_of,
     round_half_away,
@@ -700,3 +703,92 @@ def _tflm_integer_lstm(ctx: OpContext) -> list[np.ndarray]:
     h_var[...] = h.reshape(h_var.shape)
     y = np.stack(outputs)
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
+
+
+# -- the full (one-step) LSTM and the bidirectional RNN ------------------------------------------------
+
+@kernel("LSTM")
+def lstm(ctx: OpContext) -> list[np.ndarray]:
+    """The full (non-sequence) LSTM, float32 or hybrid (int8 weights): one step of the sequence
+    operator's LSTM on ``[batch, input]`` (LiteRT runs the same lstm_eval step), the states
+    updated in place."""
+    x, weights = ctx.x(0), ctx.x(_W_INPUT + 1)
+    if x.dtype != np.float32 or weights.dtype not in (np.float32, np.int8) or int(ctx.attr("kernel_type", 0) or 0):
+        raise ctx.error(f"{x.dtype} input with {weights.dtype} weights (kernel type {ctx.attr('kernel_type')}) is "
+                        "not implemented (float32 input, float32 or int8 weights, the full kernel)")
+    return [_float_lstm(ctx, x[None], _UNIDIRECTIONAL)[0]]
+
+
+@kernel("BIDIRECTIONAL_SEQUENCE_RNN")
+def bidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
+    """As LiteRT's kernel: ``h = act(b + x·Wᵀ + h·Rᵀ)`` forward over the sequence and backward over
+    it reversed (outputs in sequence order), concatenated along the features with
+    ``merge_outputs``, else two outputs; inputs 0 the sequence, 1–4 forward weights, recurrent
+    weights, bias, hidden state (variable), 5–8 the same backward.  Float32, or hybrid: int8
+    weights, each product an int32 dot of the operand quantized per row (as the hybrid LSTM's);
+    LiteRT's time-major hybrid kernel runs both directions once per time step, the states going
+    on from pass to pass, and so does this one.  Auxiliary inputs refused."""
+    x = ctx.x(0)
+    if x.dtype != np.float32 or any(ctx.x(i).dtype not in (np.float32, np.int8) for i in (1, 2, 5, 6)):
+        raise ctx.error("only float32 input with float32 or int8 weights is implemented")
+    if any(ctx.has(i) for i in range(9, 12)):
+        raise ctx.error("auxiliary inputs are not implemented")
+    time_major = bool(ctx.attr("time_major", True))
+    x = x if time_major else x.transpose(1, 0, 2)
+
+    def run(first: int, steps: np.ndarray) -> np.ndarray:
+        weights, recurrent = _weights(ctx, first), _weights(ctx, first + 1)
+        bias, state = ctx.x(first + 2), ctx.x(first + 3)
+        hybrid = isinstance(weights, _Int8Weights) or isinstance(recurrent, _Int8Weights)
+        asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
+        h = state.reshape(steps.shape[1], -1)
+        outputs = []
+        for step in steps:
+            acc = bias + _product(_operand(step, asymmetric), weights) + _product(_operand(h, asymmetric), recurrent)
+            h = apply_activation(ctx, acc, np.dtype(np.float32))
+            outputs.append(h)
+        state[...] = h.reshape(state.shape)
+        return np.stack(outputs)
+
+    passes = len(x) if time_major and ctx.x(1).dtype == np.int8 else 1
+    for _ in range(passes):
+        forward, backward = run(1, x), run(5, x[::-1])[::-1]
+    outputs = [np.concatenate([forward, backward], axis=-1)] if ctx.attr("merge_outputs", False) \
+        else [forward, backward]
+    return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2)) for y in outputs]
+
+
+@prepare_rule("LSTM", arity=(20, 24))
+def _lstm_shape(op: OpCheck) -> list[Shape]:
+    for i, what in ((0, "input"), (_W_INPUT + 1, "input-to-forget weights"), (18, "output state"),
+                    (19, "cell state")):
+        op.need(i, what)
+    x, w = op.rank(0, 2), op.rank(_W_INPUT + 1, 2)
+    units = op.shape(16)[0] if op.has(16) and op.shape(16) is not None else None  # type: ignore[index]
+    if x is None or w is None:
+        return [None]
+    if w[1] != x[1]:
+        raise op.fail(f"input {list(x)} does not fit its weights {list(w)}")
+    return [(x[0], w[0] if units is None else units)]
+
+
+@prepare_rule("BIDIRECTIONAL_SEQUENCE_RNN")  # one output, or two without merge_outputs
+def _bidirectional_rnn_shapes(op: OpCheck) -> list[Shape]:
+    outputs = 1 if op.attr("merge_outputs", False) else 2
+    if not 9 <= len(op.node.inputs) <= 12 or len(op.node.outputs) != outputs:
+        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 9 to 12 "
+                      f"and {outputs} are expected")
+    for i in range(9):
+        op.need(i)
+    x = op.rank(0, 3)
+    shapes: list[Shape] = []
+    for name, first in (("forward", 1), ("backward", 5)):
+        w, r = op.rank(first, 2), op.rank(first + 1, 2)
+        if x is None or w is None or r is None:
+            return [None] * outputs
+        if w[1] != x[2] or r != (w[0], w[0]):
+            raise op.fail(f"{name} weights {list(w)} and {list(r)} do not fit input {list(x)}")
+        shapes.append((x[0], x[1], w[0]))
+    if outputs == 1:
+        return [(x[0], x[1], shapes[0][2] + shapes[1][2])]  # type: ignore[index]
+    return shapes
