@@ -35,7 +35,10 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``ocr``: a CRNN — a Keras-3 bidirectional GRU (WHILE, REVERSE_V2), greedy CTC decoding;
 * ``video``: CONV_3D and CONV_3D_TRANSPOSE on an 8-frame clip;
 * ``ds_cnn_uint8io``: the DS-CNN converted full-integer with uint8 input and output, as older
-  deployment pipelines ask (QUANTIZE uint8 <-> int8 at the edges);
+  deployment pipelines ask (QUANTIZE uint8 <-> int8 at the edges); ``ds_cnn_floatio``: with
+  float input and output (QUANTIZE and DEQUANTIZE at the edges, the converter's default);
+* ``wavenet``: causal dilated Conv1D, gated tanh x sigmoid activations;
+* ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -84,6 +87,9 @@ NAMES = (
     "ds_cnn_uint8io_int8",
     "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
     "pose_int16x8",
+    "ds_cnn_floatio_int8",
+    "wavenet_float", "wavenet_int8", "wavenet_int16x8",
+    "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -485,6 +491,50 @@ def _video() -> Made:
     return keras.Model(x, [L.Dense(5, name="logits")(pooled), up], name="video"), [Spec((1, 8, 24, 24, 3))]
 
 
+def _wavenet() -> Made:
+    """A WaveNet-style audio model: causal dilated Conv1D (PAD + dilated CONV_2D), gated
+    activations (tanh x sigmoid), residual and skip sums."""
+    x = keras.Input((256, 1), batch_size=1, name="waveform")
+    y = L.Conv1D(16, 2, padding="causal", name="input_conv")(x)
+    skips = []
+    for i, rate in enumerate((1, 2, 4, 8)):
+        f = L.Conv1D(16, 2, padding="causal", dilation_rate=rate, activation="tanh", name=f"filter{i}")(y)
+        g = L.Conv1D(16, 2, padding="causal", dilation_rate=rate, activation="sigmoid", name=f"gate{i}")(y)
+        z = L.Multiply(name=f"gated{i}")([f, g])
+        skips.append(L.Conv1D(16, 1, name=f"skip{i}")(z))
+        y = L.Add(name=f"res{i}")([y, L.Conv1D(16, 1, name=f"res_conv{i}")(z)])
+    y = L.ReLU(name="skip_relu")(L.Add(name="skips")(skips))
+    return keras.Model(x, L.Conv1D(8, 1, activation="softmax", name="out")(y), name="wavenet"), [
+        Spec((1, 256, 1))]
+
+
+def _shuffle_unit(x: keras.KerasTensor, name: str) -> keras.KerasTensor:
+    """A ShuffleNetV2 unit: channel split (SPLIT), a branch, concatenation, channel shuffle
+    (RESHAPE to 5-D, TRANSPOSE, RESHAPE back)."""
+    h, w, c = (int(d) for d in x.shape[1:])
+    keep, branch = L.Lambda(lambda v: tf.split(v, 2, axis=-1), name=f"{name}_split")(x)
+    branch = _conv_bn(branch, c // 2, 1, f"{name}_pw0")
+    branch = _separable(branch, c // 2, f"{name}_dw")
+    y = L.Concatenate(name=f"{name}_cat")([keep, branch])
+    y = L.Reshape((h, w, 2, c // 2), name=f"{name}_groups")(y)
+    y = L.Permute((1, 2, 4, 3), name=f"{name}_shuffle")(y)
+    return L.Reshape((h, w, c), name=f"{name}_ungroup")(y)
+
+
+def _shufflenet() -> Made:
+    """ShuffleNetV2 units and a ResNeXt-style grouped convolution (CONV_2D whose filter depth
+    is a quarter of the input's channels)."""
+    x = keras.Input((48, 48, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 24, 3, "stem", strides=2)
+    y = L.MaxPooling2D(3, strides=2, padding="same", name="stem_pool")(y)   # 12x12
+    y = _shuffle_unit(_shuffle_unit(y, "u0"), "u1")
+    y = L.Conv2D(48, 3, strides=2, padding="same", groups=4, name="grouped")(y)
+    y = L.ReLU(name="grouped_relu")(L.BatchNormalization(name="grouped_bn")(y))
+    y = _shuffle_unit(y, "u2")
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    return keras.Model(x, L.Dense(10, name="logits")(y), name="shufflenet"), [Spec((1, 48, 48, 3))]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -498,7 +548,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "ds_cnn_uint8io": _ds_cnn,
+    "ds_cnn_uint8io": _ds_cnn, "ds_cnn_floatio": _ds_cnn, "wavenet": _wavenet, "shufflenet": _shufflenet,
 }
 
 
@@ -521,5 +571,6 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
            tf.lite.OpsSet.TFLITE_BUILTINS] if mode == "int16x8" else None
     configure = _uint8_io if kind.endswith("_uint8io") else None
-    model_path.write_bytes(convert(model, mode, specs, ops=ops, configure=configure))
+    model_path.write_bytes(convert(model, mode, specs, ops=ops, configure=configure,
+                                   float_io=kind.endswith("_floatio")))
     return info_of("tflite_zoo", name, model_path, reference_path, specs, randomized=randomized)
