@@ -1,12 +1,14 @@
-"""The ``tflm`` backend (TensorFlow Lite Micro), and the reference interpreter checked against it.
+"""The ``tflm`` backend (TensorFlow Lite Micro), and the reference interpreter's ``tflm`` flavour checked against it.
 
-TFLM is a second oracle beside ``litert-ref``: the reference interpreter must agree with it
-on every operator output of the corpora (integers identical, floats within 1e-5 of the
-tensor's largest magnitude) on the all-min, all-max and seeded inputs of ``feeds_for``,
-except where TFLM's own kernels knowingly differ from LiteRT's (:data:`TFLM_DIFFERS`): those
-operators are held to an allowance, or not compared, and everything after them is compared on
-the model cut before them.  A model using an operator TFLM does not register is skipped with
-``TFLM has no X``; one whose types TFLM refuses, with TFLM's own message.
+TFLM is a second oracle beside ``litert-ref``.  ``Interpreter(model, flavor="tflm")`` computes as
+TFLM's kernels, so it must agree with TFLM on every operator output of the corpora (integers
+identical, floats within 1e-5 of the tensor's largest magnitude) on the all-min, all-max and
+seeded inputs of ``feeds_for``.  TFLM's kernels differ from LiteRT's on a few operators
+(:data:`FLAVORED`); there the default flavour must stay bit-exact with ``litert-ref`` and the two
+flavours must differ, so that the ``tflm`` flavour is not vacuous.  Only what TFLM itself cannot
+compute (:data:`TFLM_CANNOT`) is left out: TFLM runs the model cut before it, fed from the
+interpreter.  A model using an operator TFLM does not register is skipped with ``TFLM has no X``;
+one whose types TFLM refuses, with TFLM's own message.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,7 @@ from graphwright.runtime.base import ModelSource, Session
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
 from tests.models import MODEL_NAMES, ModelBuildError, ModelInfo, get_model
-from tests.runtime.reference._oracle import feeds_for
+from tests.runtime.reference._oracle import assert_matches_reference, feeds_for
 
 needs_tflm = pytest.mark.skipif(not tflm.available(), reason="tflite-micro is not installed (the [tflm] extra)")
 
@@ -46,26 +47,19 @@ CASES: list[tuple[str, str]] = [
 SEEDS = range(6)
 RTOL = 1e-5
 
-
-@dataclass(frozen=True)
-class Difference:
-    """Where TFLM's kernel differs from LiteRT's reference kernel (which the interpreter follows)."""
-
-    applies: Callable[[Node, list[Graph]], bool]  # (the operator, the model's graphs)
-    why: str
-    #: Largest |difference| allowed in the operator's own output; None: not compared at all.
-    max_abs_diff: int | None
-
-
-def _quantized_out(node: Node, dtype: DType) -> bool:
-    out = node.outputs[0]
-    return out.dtype is dtype and out.quant is not None
-
-
-def _requantizes(node: Node) -> bool:
-    x, y = node.inputs[0], node.outputs[0]
-    return (x is not None and x.quant is not None and y.quant is not None
-            and (list(x.quant.scale), list(x.quant.zero_point)) != (list(y.quant.scale), list(y.quant.zero_point)))
+#: Operators whose TFLM kernel computes unlike LiteRT's reference kernel (the ``tflm`` flavour follows
+#: TFLM there), each with corpus models where the two differ: TFLM's FULLY_CONNECTED requantizes int8
+#: with two roundings (LiteRT's reference kernel: one) and 16x8 with the int64 form of
+#: MultiplyByQuantizedMultiplier (LiteRT: in double); its quantized RELU6 clamps in the input's
+#: quantization and ignores the output's; its integer LSTM is its own implementation
+#: (micro/kernels/lstm_eval.h).
+FLAVORED: dict[str, list[tuple[str, str]]] = {
+    "FULLY_CONNECTED": [("tflite_ops", "mobilenet_v2_int8"), ("tflite_conv", "convs_int8"),
+                        ("tflite_conv", "convs_int16x8")],
+    "RELU6": [("tflite_ops", "misc_int8"), ("tflite_binary", "activations_int16x8")],
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": [("tflite_sequence", "lstm_int8")],
+}
+FLAVORED_CASES = sorted({case for cases in FLAVORED.values() for case in cases})
 
 
 def _shapes_at_run_time(node: Node, graphs: list[Graph]) -> bool:
@@ -74,22 +68,12 @@ def _shapes_at_run_time(node: Node, graphs: list[Graph]) -> bool:
     return any(v.shape is None or None in v.shape for g in called for n in g for v in n.outputs)
 
 
-#: op -> how TFLM knowingly differs (from TFLM's kernels in tensorflow/lite/micro/kernels).
-TFLM_DIFFERS: dict[str, Difference] = {
-    "FULLY_CONNECTED": Difference(
-        lambda node, graphs: _quantized_out(node, DType.INT8) or _quantized_out(node, DType.INT16),
-        "TFLM's FULLY_CONNECTED requantizes int8 with two roundings (LiteRT's reference kernel: one) and "
-        "16x8 with the int64 form of MultiplyByQuantizedMultiplier (15-bit multiplier; LiteRT: the 32-bit one)", 1),
-    "RELU6": Difference(
-        lambda node, graphs: _quantized_out(node, node.outputs[0].dtype) and _requantizes(node),
-        "TFLM's quantized RELU6 clamps in the input's quantization and ignores the output's", None),
-    "UNIDIRECTIONAL_SEQUENCE_LSTM": Difference(
-        lambda node, graphs: _quantized_out(node, DType.INT8),
-        "TFLM's integer LSTM is its own implementation (micro/kernels/lstm_eval.cc), rounding unlike LiteRT's", 1),
-    "WHILE": Difference(
-        _shapes_at_run_time,
-        "TFLM has static shapes: a loop body tensor whose shape is known only when it runs (a SLICE of "
-        "computed size in Keras RNN loops) keeps the file's placeholder shape, and the loop's results are wrong", None),
+#: op -> (when TFLM cannot compute it, why): not a kernel difference, a limit of TFLM's runtime.
+TFLM_CANNOT: dict[str, tuple[Callable[[Node, list[Graph]], bool], str]] = {
+    "WHILE": (_shapes_at_run_time,
+              "TFLM has static shapes: a loop body tensor whose shape is known only when it runs (a SLICE of "
+              "computed size in Keras RNN loops) keeps the file's placeholder shape, and the loop's results are "
+              "wrong"),
 }
 
 
@@ -124,15 +108,10 @@ def _load_or_skip(family: str, name: str) -> tuple[ModelInfo, Model, Interpreter
         pytest.skip(f"TFLM refuses {family}:{name}: {e}")
     model = load(info.path)
     try:
-        interp = Interpreter(model)
+        interp = Interpreter(model, flavor="tflm")
     except VerificationError as e:
         pytest.skip(f"the reference interpreter cannot run {family}:{name} yet: {e}")
     return info, model, interp, session
-
-
-def _known_difference(node: Node, graphs: list[Graph]) -> Difference | None:
-    known = TFLM_DIFFERS.get(node.op)
-    return known if known is not None and known.applies(node, graphs) else None
 
 
 def _cut(path: Path, names: set[str]) -> ModelSource:
@@ -153,42 +132,18 @@ def _cut(path: Path, names: set[str]) -> ModelSource:
     return ModelSource("tflite", data=serialize(model), label=f"{path} without {len(doomed)} operator(s)")
 
 
-def _isolated_groups(nodes: list[Node]) -> list[tuple[set[str], list[Node]]]:
-    """``nodes`` in groups none of which reads another member's output, each with the tensors its
-    members read that an operator produces: cut there, the group computes from given inputs."""
-    groups: list[tuple[set[str], list[Node]]] = []
-    for node in nodes:
-        reads = {v.name for v in node.inputs if v is not None and v.producer is not None}
-        for fed, members in groups:
-            if not reads & {v.name for m in members for v in m.outputs} and not fed & {v.name for v in node.outputs}:
-                fed |= reads
-                members.append(node)
-                break
-        else:
-            groups.append((reads, [node]))
-    return groups
-
-
-def _given(cut: Session, feeds: dict[str, np.ndarray], mine: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The inputs of a cut model: the model's own feeds, then the reference interpreter's tensors."""
-    return {spec.name: feeds[spec.name] if spec.name in feeds else mine[spec.name] for spec in cut.inputs}
-
-
 @pytest.mark.slow
 @needs_tflm
 @pytest.mark.parametrize(("family", "name"), CASES, ids=[f"{f}:{n}" for f, n in CASES])
-def test_reference_interpreter_matches_tflm(family: str, name: str) -> None:
-    """Every operator output.  Where TFLM knowingly computes differently (:data:`TFLM_DIFFERS`), TFLM
-    runs the model cut before those operators (their outputs fed from the reference interpreter), so
-    that every other output is still compared exactly, and the operators' own outputs are held to
-    their allowance on the model cut before their inputs: no difference hides another."""
+def test_tflm_flavor_matches_tflm(family: str, name: str) -> None:
+    """Every operator output of ``flavor="tflm"`` equals TFLM's, from the same inputs to the end of the
+    model.  Outputs TFLM cannot compute (:data:`TFLM_CANNOT`) are not compared: TFLM runs the model
+    cut before them, their values fed from the interpreter."""
     info, model, interp, session = _load_or_skip(family, name)
     names = [v.name for node in interp.graph for v in node.outputs]
-    known = {node: d for node in interp.graph if (d := _known_difference(node, model.graphs)) is not None}
-    differing = {v.name for node in interp.graph if node in known for v in node.outputs}
-    rest = prepare(_cut(info.path, differing), backend="tflm") if differing else session
-    allowed = [node for node in interp.graph if node in known and known[node].max_abs_diff is not None]
-    cuts = [(prepare(_cut(info.path, fed), backend="tflm"), members) for fed, members in _isolated_groups(allowed)]
+    cannot = {v.name for node in interp.graph if node.op in TFLM_CANNOT and TFLM_CANNOT[node.op][0](node, model.graphs)
+              for v in node.outputs}
+    tflm_session = prepare(_cut(info.path, cannot), backend="tflm") if cannot else session
     compared = 0
     for seed in SEEDS:
         feeds = feeds_for(info, seed)
@@ -196,28 +151,56 @@ def test_reference_interpreter_matches_tflm(family: str, name: str) -> None:
             mine = interp.trace(feeds)
         except VerificationError as e:
             pytest.skip(f"the reference interpreter cannot run {family}:{name} yet: {e}")
+        given = {spec.name: feeds[spec.name] if spec.name in feeds else mine[spec.name] for spec in tflm_session.inputs}
         try:
-            theirs = rest.run(_given(rest, feeds, mine), [n for n in names if n not in differing])
+            theirs = tflm_session.run(given, [n for n in names if n not in cannot])
         except VerificationError as e:  # a type TFLM's kernel refuses only when it runs
             pytest.skip(f"TFLM refuses {family}:{name}: {e}")
         for node in interp.graph:
             for v in node.outputs:
-                if node in known or v.dtype in (DType.RESOURCE, DType.VARIANT):
-                    continue  # a known difference (below), or a handle (TFLM returns none)
+                if v.name in cannot or v.dtype in (DType.RESOURCE, DType.VARIANT):
+                    continue  # TFLM cannot compute it, or a handle (TFLM returns none)
                 problem = _close(np.asarray(mine[v.name]), np.asarray(theirs[v.name]))
                 assert problem is None, f"{info.name} seed {seed}: {node.op} {v.name!r}: {problem}"
                 compared += 1
-        for cut, members in cuts:
-            theirs = cut.run(_given(cut, feeds, mine), [v.name for node in members for v in node.outputs])
-            for node in members:
-                for v in node.outputs:
-                    a, b = np.asarray(mine[v.name]), np.asarray(theirs[v.name])
-                    where = f"{info.name} seed {seed}: {node.op} {v.name!r}"
-                    assert a.shape == b.shape and a.dtype == b.dtype, f"{where}: {_close(a, b)}"
-                    worst = int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max(initial=0))
-                    limit = known[node].max_abs_diff
-                    assert worst <= limit, f"{where}: off by {worst}; {known[node].why}"
     assert compared, f"{info.name}: no tensor compared"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("family", "name"), FLAVORED_CASES, ids=[f"{f}:{n}" for f, n in FLAVORED_CASES])
+def test_litert_flavor_stays_litert_ref_where_tflm_differs(family: str, name: str) -> None:
+    """The default flavour still computes as LiteRT's reference kernels on the models where TFLM's differ
+    (fresh runtimes per seed: the LSTM's state would otherwise carry over)."""
+    info = get_model(family, name)
+    for seed in SEEDS:
+        assert assert_matches_reference(info, range(seed, seed + 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", sorted(FLAVORED))
+def test_the_flavors_differ_first_at_the_operators_tflm_computes_differently(op: str) -> None:
+    """On some seed of some model listed for ``op``, the first operator output where the two flavours
+    differ is an ``op``'s: with the tests above (each flavour equal to its runtime), TFLM and
+    ``litert-ref`` differ there, and the ``tflm`` flavour is what makes the interpreter follow TFLM."""
+    firsts = set()
+    for family, name in FLAVORED[op]:
+        info = get_model(family, name)
+        litert, micro = (Interpreter(info.path, flavor=flavor) for flavor in ("litert", "tflm"))
+        for seed in SEEDS:
+            feeds = feeds_for(info, seed)
+            a, b = litert.trace(feeds), micro.trace(feeds)
+            firsts |= {next((node.op for node in litert.graph for v in node.outputs
+                             if not np.array_equal(a[v.name], b[v.name])), None)}
+    assert op in firsts, f"the flavours never differ first at {op} (first differences: {firsts})"
+    assert firsts <= set(FLAVORED) | {None}, f"the flavours differ first at {firsts - set(FLAVORED)}"
+
+
+def test_unknown_flavors_and_tflm_with_single_rounding_are_refused() -> None:
+    path = get_model("tflite_model", "int8").path
+    with pytest.raises(VerificationError, match=r"^unknown kernel flavor 'cmsis'; expected one of litert, tflm$"):
+        Interpreter(path, flavor="cmsis")
+    with pytest.raises(VerificationError, match=r"^flavor 'tflm' computes as TFLM's kernels, which round twice"):
+        Interpreter(path, flavor="tflm", rounding="single")
 
 
 # -- the backend ------------------------------------------------------------------
