@@ -1,4 +1,5 @@
-"""``graphwright run --engine tflm``, ``--compare-with tflm`` and ``compare --layers --backend-b tflm``."""
+"""``graphwright run --engine tflm``, ``--engine reference --flavor tflm``, ``--compare-with tflm`` and
+``compare --layers --backend-b tflm``."""
 
 from __future__ import annotations
 
@@ -39,13 +40,41 @@ def test_compare_with_tflm_layer_by_layer() -> None:
     assert same.returncode == 0, same.stderr
     comparison = json.loads(same.stdout)["comparison"]
     assert comparison["other"] == "tflm" and comparison["first_difference"] is None and comparison["exact_share"] == 1
-    # TFLM's quantized RELU6 clamps in its input's quantization and ignores the output's (LiteRT requantizes)
-    relu6 = gw("run", get_model("tflite_ops", "misc_int8").path, "--compare-with", "tflm")
-    assert relu6.returncode == 1, relu6.stderr
-    assert "first difference vs tflm at layer" in relu6.stdout and "RELU6" in relu6.stdout
+    # TFLM's quantized RELU6 clamps in its input's quantization and ignores the output's (LiteRT requantizes):
+    # --compare-with tflm runs the interpreter's tflm flavour, which agrees; the litert flavour does not
+    relu6 = get_model("tflite_ops", "misc_int8").path
+    micro = gw("run", relu6, "--compare-with", "tflm")
+    assert micro.returncode == 0, micro.stderr
+    assert "agree with tflm" in micro.stdout
+    litert = gw("run", relu6, "--compare-with", "tflm", "--flavor", "litert")
+    assert litert.returncode == 1, litert.stderr
+    assert "first difference vs tflm at layer" in litert.stdout and "RELU6" in litert.stdout
     layers = gw("compare", get_model("tflite_model", "int8").path, "--layers", "--backend-b", "tflm")
     assert layers.returncode == 0, layers.stderr
     assert "agree with tflm" in layers.stdout
+
+
+@needs_tflm
+@pytest.mark.slow
+def test_the_reference_engine_with_the_tflm_flavor_gives_tflm_outputs(tmp_path: Path) -> None:
+    """int8 and 16x8 FULLY_CONNECTED, where TFLM's requantization differs from LiteRT's reference kernel."""
+    for name in ("convs_int8", "convs_int16x8"):
+        path = get_model("tflite_conv", name).path
+        outputs = {}
+        for engine, flavor in (("tflm", ()), ("reference", ("--flavor", "tflm")), ("reference", ())):
+            save = tmp_path / f"{name}-{engine}{''.join(flavor)}.npz"
+            result = gw("run", path, "--engine", engine, *flavor, "--seed", "4", "--save", save)
+            assert result.returncode == 0, result.stderr
+            with np.load(save) as npz:
+                outputs[(engine, *flavor)] = dict(npz)
+        micro, litert = outputs[("reference", "--flavor", "tflm")], outputs[("reference",)]
+        assert all(np.array_equal(micro[k], v) for k, v in outputs[("tflm",)].items())
+        assert any(not np.array_equal(micro[k], litert[k]) for k in micro), f"{name}: the flavours agree"
+
+
+def test_flavor_with_another_engine_is_one_line() -> None:
+    assert_one_line_error(gw("run", MODELS["tflite"], "--engine", "litert", "--flavor", "tflm"),
+                          "--flavor chooses the reference engine's kernels")
 
 
 @needs_tflm
