@@ -39,6 +39,8 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
   float input and output (QUANTIZE and DEQUANTIZE at the edges, the converter's default);
 * ``wavenet``: causal dilated Conv1D, gated tanh x sigmoid activations;
 * ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
+* ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases),
+  ``pertensor`` (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -87,7 +89,8 @@ NAMES = (
     "ds_cnn_uint8io_int8",
     "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
     "pose_int16x8",
-    "ds_cnn_floatio_int8",
+    "ds_cnn_floatio_int8", "ds_cnn_bias32_int16x8", "ds_cnn_pertensor_int8", "ds_cnn_oldquantizer_int8",
+    "bert_tiny_olddynamic_dynamic", "vit_oldquantizer_int8", "shufflenet_bias32_int16x8",
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "xception_float", "xception_int8",
@@ -548,7 +551,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "ds_cnn_uint8io": _ds_cnn, "ds_cnn_floatio": _ds_cnn, "wavenet": _wavenet, "shufflenet": _shufflenet,
+    "wavenet": _wavenet, "shufflenet": _shufflenet,
 }
 
 
@@ -561,16 +564,35 @@ def _uint8_io(converter: tf.lite.TFLiteConverter) -> None:
     converter.inference_input_type = converter.inference_output_type = tf.uint8
 
 
+def _setting(attribute: str, value: Any) -> Callable[[tf.lite.TFLiteConverter], None]:
+    return lambda converter: setattr(converter, attribute, value)
+
+
+#: ``<model>_<variant>_<mode>``: the model converted with a converter setting people use
+_VARIANTS: dict[str, Callable[[tf.lite.TFLiteConverter], None] | None] = {
+    "uint8io": _uint8_io,
+    "floatio": None,  # float input and output: ``convert(float_io=True)``
+    "bias32": _setting("_experimental_full_integer_quantization_bias_type", tf.int32),
+    "pertensor": _setting("_experimental_disable_per_channel", True),
+    "oldquantizer": _setting("experimental_new_quantizer", False),
+    "olddynamic": _setting("experimental_new_dynamic_range_quantizer", False),
+}
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     keras.utils.set_random_seed(SEED)
     kind, mode = name[: -len(mode_of(name)) - 1], mode_of(name)
+    base, _, variant = kind.rpartition("_")
+    if variant in _VARIANTS:
+        kind = base
+    else:
+        variant = ""
     model, specs = _MAKERS[kind]() if kind in _MAKERS else _application(kind)
     randomized = randomize_keras_model(model, SEED) if isinstance(model, keras.Model) else {}
     # 16x8 as people convert it: what the converter cannot make 16x8 stays float between
     # DEQUANTIZE and QUANTIZE
     ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8,
            tf.lite.OpsSet.TFLITE_BUILTINS] if mode == "int16x8" else None
-    configure = _uint8_io if kind.endswith("_uint8io") else None
-    model_path.write_bytes(convert(model, mode, specs, ops=ops, configure=configure,
-                                   float_io=kind.endswith("_floatio")))
+    model_path.write_bytes(convert(model, mode, specs, ops=ops, configure=_VARIANTS.get(variant),
+                                   float_io=variant == "floatio"))
     return info_of("tflite_zoo", name, model_path, reference_path, specs, randomized=randomized)
