@@ -8,6 +8,7 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
   a 10x4 strided stem, depthwise-separable blocks, average pooling, softmax;
 * ``gru_kws``: a Keras-3 GRU keyword spotter (the recurrence becomes a WHILE loop);
 * ``lstm_kws``: a tf_keras LSTM keyword spotter (fused UNIDIRECTIONAL_SEQUENCE_LSTM);
+  ``bilstm_kws``: its first layer bidirectional;
 * ``conv1d_audio``: a raw-waveform Conv1D classifier (EXPAND_DIMS/RESHAPE around CONV_2D,
   1-D max pooling, global average pooling);
 * ``deeplab``: a DeepLabV3-style segmenter — explicit atrous convolution by SPACE_TO_BATCH_ND /
@@ -39,6 +40,7 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
   float input and output (QUANTIZE and DEQUANTIZE at the edges, the converter's default);
 * ``wavenet``: causal dilated Conv1D, gated tanh x sigmoid activations;
 * ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
+* ``ssd``: an SSD head — reshaped multi-scale outputs, LOG_SOFTMAX, box decoding (SPLIT_V, EXP);
 * ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases),
   ``pertensor`` (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
@@ -67,7 +69,8 @@ NAMES = (
     "mobilenet_v1_float", "mobilenet_v1_int8", "mobilenet_v1_dynamic",
     "ds_cnn_float", "ds_cnn_int8", "ds_cnn_int16x8",
     "gru_kws_float", "gru_kws_float16", "gru_kws_dynamic",
-    "lstm_kws_float", "lstm_kws_int8", "lstm_kws_dynamic",
+    "lstm_kws_float", "lstm_kws_int8", "lstm_kws_dynamic", "lstm_kws_int16x8",
+    "bilstm_kws_float", "bilstm_kws_int8",
     "conv1d_audio_float", "conv1d_audio_int8", "conv1d_audio_int16x8",
     "deeplab_float", "deeplab_int8", "deeplab_int16x8",
     "selfie_float", "selfie_int8", "selfie_float16", "selfie_int16x8",
@@ -93,6 +96,7 @@ NAMES = (
     "bert_tiny_olddynamic_dynamic", "vit_oldquantizer_int8", "shufflenet_bias32_int16x8",
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
+    "ssd_float", "ssd_int8", "ssd_int16x8",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -142,13 +146,16 @@ def _gru_kws() -> Made:
     return keras.Model(x, out, name="gru_kws"), [Spec((1, 49, 10))]
 
 
-def _lstm_kws() -> Made:
-    """tf_keras, whose LSTM the converter fuses into UNIDIRECTIONAL_SEQUENCE_LSTM (Keras 3's it does not)."""
+def _lstm_kws(bidirectional: bool = False) -> Made:
+    """tf_keras, whose LSTM the converter fuses into UNIDIRECTIONAL_SEQUENCE_LSTM (Keras 3's it does
+    not); ``bidirectional``: the first layer wrapped in Bidirectional (a forward and a reversed
+    fused LSTM, concatenated)."""
     import tf_keras
 
     tl = tf_keras.layers
     x = tf_keras.Input((49, 10), batch_size=1, name="mfcc")
-    y = tl.LSTM(24, return_sequences=True, name="lstm0")(x)
+    first = tl.LSTM(24, return_sequences=True, name="lstm0")
+    y = (tl.Bidirectional(first, name="bilstm0") if bidirectional else first)(x)
     y = tl.LSTM(24, name="lstm1")(y)
     out = tl.Softmax(name="probs")(tl.Dense(12, name="logits")(y))
     model = tf_keras.Model(x, out, name="lstm_kws")
@@ -538,6 +545,40 @@ def _shufflenet() -> Made:
     return keras.Model(x, L.Dense(10, name="logits")(y), name="shufflenet"), [Spec((1, 48, 48, 3))]
 
 
+def _ssd() -> Made:
+    """An SSD-style detector head: per-scale class and box convolutions reshaped and
+    concatenated, log-softmax class scores, boxes decoded against anchors in the graph
+    (SPLIT_V of the encodings, EXP of the sizes), as TF Object Detection exports without the
+    custom post-processing operator."""
+    classes, anchors = 4, 3
+    x = keras.Input((48, 48, 3), batch_size=1, name="image")
+    y = _conv_bn(x, 16, 3, "stem", strides=2, activation="relu6")
+    feats = []
+    for i, filters in enumerate((24, 32)):
+        y = _separable(y, filters, f"enc{i}", strides=2, activation="relu6")
+        feats.append(y)                                                            # 6x6, 3x3
+    scores, encodings = [], []
+    for i, feat in enumerate(feats):
+        c = L.Conv2D(anchors * classes, 3, padding="same", name=f"cls{i}")(feat)
+        scores.append(L.Reshape((-1, classes), name=f"cls{i}_flat")(c))
+        b = L.Conv2D(anchors * 4, 3, padding="same", name=f"box{i}")(feat)
+        encodings.append(L.Reshape((-1, 4), name=f"box{i}_flat")(b))
+    scores = L.Concatenate(axis=1, name="scores")(scores)
+    encodings = L.Concatenate(axis=1, name="encodings")(encodings)
+    count = anchors * (6 * 6 + 3 * 3)
+    prior = np.random.default_rng(SEED).uniform(0.1, 0.9, (1, count, 4)).astype(np.float32)
+
+    def decode(e: tf.Tensor) -> tf.Tensor:
+        center, size = tf.split(e, [2, 2], axis=-1)
+        center = center * 0.1 * prior[..., 2:] + prior[..., :2]
+        half = 0.5 * tf.exp(size * 0.2) * prior[..., 2:]
+        return tf.concat([center - half, center + half], axis=-1)
+
+    boxes = L.Lambda(decode, name="decode")(encodings)
+    log_probs = L.Lambda(lambda v: tf.nn.log_softmax(v, axis=-1), name="log_probs")(scores)
+    return keras.Model(x, [boxes, log_probs], name="ssd"), [Spec((1, 48, 48, 3), low=0.0)]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -551,7 +592,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "wavenet": _wavenet, "shufflenet": _shufflenet,
+    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "bilstm_kws": lambda: _lstm_kws(True),
 }
 
 
