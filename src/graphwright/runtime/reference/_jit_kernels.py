@@ -120,6 +120,16 @@ def depthwise_float(x, w, bias, sh, sw, dh, dw, pt, pl, lo, hi, out):  # type: i
 
 
 @numba.njit(**_JIT)
+def bias_clamp(acc, bias, lo, hi):  # type: ignore[no-untyped-def]
+    """In place on float32 sums ``acc`` [rows, C]: ``min(max(acc + bias[c], lo), hi)`` in float32
+    (a float convolution's bias and fused activation in one pass)."""
+    rows, channels = acc.shape
+    for i in range(rows):
+        for c in range(channels):
+            acc[i, c] = min(max(acc[i, c] + bias[c], lo), hi)
+
+
+@numba.njit(**_JIT)
 def dense(x, w, out):  # type: ignore[no-untyped-def]
     """``out[i, n] = Σ_k x[i, k]·w[n, k]`` for 8-bit ``x`` [M, K] and int16 ``w`` [N, K]:
     a dot product along the contiguous axis (numba sums in int64, exact; stored as

@@ -328,7 +328,7 @@ def _float_finish(ctx: OpContext, plan: _Plan) -> Finish | None:
     if ctx.x(0).dtype != np.float32 or ctx.out_dtype() != np.float32 or plan.dtype != np.float32 \
             or act not in _FLOAT_CLAMPS:
         return None
-    return float_finish(plan.bias, *activation_range(ctx, act, ctx.out_dtype()))
+    return float_finish(plan.bias, *activation_range(ctx, act, ctx.out_dtype()), plan.weights.shape[-1], ctx.jit)
 
 
 #: the fused activations that are a clamp (NONE, RELU, RELU_N1_TO_1, RELU6)

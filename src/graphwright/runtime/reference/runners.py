@@ -74,13 +74,22 @@ def pointwise_runner(plan: _Plan, x: np.ndarray, zp_in: int | None, finish: Fini
     return run
 
 
-def float_finish(bias: np.ndarray | None, lo: float, hi: float) -> Finish:
-    """A float convolution's ending, in place on its fresh float32 sums: ``+ bias`` (float32, as
-    LiteRT's kernels add it) and the clamp to the fused activation's range."""
-    bias32 = None if bias is None else bias.astype(np.float32)
+def float_finish(bias: np.ndarray | None, lo: float, hi: float, channels: int, jit: bool) -> Finish:
+    """A float convolution's ending, in place on its fresh float32 sums [..., channels]: ``+ bias``
+    (float32, as LiteRT's kernels add it) and the clamp to the fused activation's range — one
+    compiled pass with ``jit``."""
+    bias32 = np.zeros(channels, np.float32) if bias is None else bias.astype(np.float32)
+    if jit:
+        compiled, low, high = kernels().bias_clamp, np.float32(lo), np.float32(hi)
+
+        def finish_compiled(acc: np.ndarray) -> np.ndarray:
+            compiled(acc.reshape(-1, channels), bias32, low, high)
+            return acc
+
+        return finish_compiled
 
     def finish(acc: np.ndarray) -> np.ndarray:
-        if bias32 is not None:
+        if bias is not None:
             np.add(acc, bias32, out=acc)
         return np.clip(acc, lo, hi, out=acc)  # type: ignore[no-any-return]
 
