@@ -41,8 +41,9 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``wavenet``: causal dilated Conv1D, gated tanh x sigmoid activations;
 * ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
 * ``ssd``: an SSD head — reshaped multi-scale outputs, LOG_SOFTMAX, box decoding (SPLIT_V, EXP);
-* ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases),
-  ``pertensor`` (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
+* ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases;
+  models without DEPTHWISE_CONV_2D, which LiteRT requires int64 biases of), ``pertensor``
+  (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
 * ``xception`` / ``inception_v3`` / ``convnext_tiny`` / ``efficientnet_v2_b0``:
   Keras applications (weights=None) at small inputs.
 
@@ -92,8 +93,8 @@ NAMES = (
     "ds_cnn_uint8io_int8",
     "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
     "pose_int16x8",
-    "ds_cnn_floatio_int8", "ds_cnn_bias32_int16x8", "ds_cnn_pertensor_int8", "ds_cnn_oldquantizer_int8",
-    "bert_tiny_olddynamic_dynamic", "vit_oldquantizer_int8", "shufflenet_bias32_int16x8",
+    "ds_cnn_floatio_int8", "conv1d_audio_bias32_int16x8", "ds_cnn_pertensor_int8", "ds_cnn_oldquantizer_int8",
+    "bert_tiny_olddynamic_dynamic", "vit_oldquantizer_int8", "wavenet_bias32_int16x8",
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "ssd_float", "ssd_int8", "ssd_int16x8",
@@ -556,7 +557,7 @@ def _ssd() -> Made:
     feats = []
     for i, filters in enumerate((24, 32)):
         y = _separable(y, filters, f"enc{i}", strides=2, activation="relu6")
-        feats.append(y)                                                            # 6x6, 3x3
+        feats.append(y)                                                            # 12x12, 6x6
     scores, encodings = [], []
     for i, feat in enumerate(feats):
         c = L.Conv2D(anchors * classes, 3, padding="same", name=f"cls{i}")(feat)
@@ -565,7 +566,7 @@ def _ssd() -> Made:
         encodings.append(L.Reshape((-1, 4), name=f"box{i}_flat")(b))
     scores = L.Concatenate(axis=1, name="scores")(scores)
     encodings = L.Concatenate(axis=1, name="encodings")(encodings)
-    count = anchors * (6 * 6 + 3 * 3)
+    count = int(encodings.shape[1])
     prior = np.random.default_rng(SEED).uniform(0.1, 0.9, (1, count, 4)).astype(np.float32)
 
     def decode(e: tf.Tensor) -> tf.Tensor:
