@@ -120,6 +120,18 @@ def depthwise_float(x, w, bias, sh, sw, dh, dw, pt, pl, lo, hi, out):  # type: i
 
 
 @numba.njit(**_JIT)
+def shift(x, zp, out):  # type: ignore[no-untyped-def]
+    """``out = x − zp`` for an 8-bit ``x`` [N, H, W, C] into a float ``out`` of that shape
+    (any strides: the interior of a padded buffer): a GEMM's exact input, in one pass."""
+    batch, height, width, channels = x.shape
+    for n in range(batch):
+        for i in range(height):
+            for j in range(width):
+                for c in range(channels):
+                    out[n, i, j, c] = np.int32(x[n, i, j, c]) - zp
+
+
+@numba.njit(**_JIT)
 def bias_clamp(acc, bias, lo, hi):  # type: ignore[no-untyped-def]
     """In place on float32 sums ``acc`` [rows, C]: ``min(max(acc + bias[c], lo), hi)`` in float32
     (a float convolution's bias and fused activation in one pass)."""
