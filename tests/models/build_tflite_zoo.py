@@ -94,7 +94,7 @@ NAMES = (
     "vit_float16", "bert_tiny_float16", "deeplab_dynamic", "selfie_dynamic",
     "pose_int16x8",
     "ds_cnn_floatio_int8", "conv1d_audio_bias32_int16x8", "ds_cnn_pertensor_int8", "ds_cnn_oldquantizer_int8",
-    "bert_tiny_olddynamic_dynamic", "vit_oldquantizer_int8", "wavenet_bias32_int16x8",
+    "bert_tiny_olddynamic_dynamic", "selfie_oldquantizer_int8", "wavenet_bias32_int16x8",
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "ssd_float", "ssd_int8", "ssd_int16x8",
