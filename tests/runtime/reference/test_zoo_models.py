@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 DEFAULT = ["ds_cnn_int8", "conv1d_audio_int8", "gru_kws_float", "deeplab_float", "deeplab_int8", "vit_int8",
            "two_inputs_int8", "image_ops_float", "image_ops_int8", "stft_float", "yolo_int8", "face_embed_int8",
            "super_res_float", "super_res_int8", "postprocess_float", "bert_tiny_float", "bert_tiny_int8",
-           "batch4_dynamic", "pose_int8", "autoencoder_int8", "ds_cnn_uint8io_int8", "video_float"]
+           "batch4_dynamic", "pose_int8", "autoencoder_int8", "ds_cnn_uint8io_int8", "video_float", "ssd_int8",
+           "shufflenet_int8", "wavenet_int8", "conv1d_audio_bias32_int16x8"]
 WIDE = [n for n in MODEL_NAMES["tflite_zoo"] if n not in DEFAULT]
 
 #: models with an operator version LiteRT's BUILTIN_REF resolver lacks (int8 DEPTH_TO_SPACE, v2):
@@ -87,6 +88,16 @@ def test_wide_extract_writes_the_weights(name: str, tmp_path: Path) -> None:
     ("bert_tiny_int8", {"GATHER", "SELECT_V2", "SOFTMAX", "BATCH_MATMUL"}),
     ("video_float", {"CONV_3D", "CONV_3D_TRANSPOSE"}),
     ("ds_cnn_uint8io_int8", {"QUANTIZE"}),
+    ("ssd_int8", {"LOG_SOFTMAX", "EXP", "SPLIT_V"}),
+    ("shufflenet_int8", {"SPLIT", "TRANSPOSE", "CONCATENATION"}),
+    ("wavenet_int8", {"SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "TANH", "LOGISTIC", "MUL"}),
 ])
 def test_corpus_has_the_operators_it_is_for(name: str, ops: set[str]) -> None:
     assert ops <= set(get_model("tflite_zoo", name).metadata["op_histogram"])
+
+
+def test_bias32_variant_has_int32_biases_on_int16_activations() -> None:
+    graph = load(get_model("tflite_zoo", "conv1d_audio_bias32_int16x8").path).graph
+    biased = [node for node in graph if node.op in ("CONV_2D", "FULLY_CONNECTED")]
+    assert biased and all(node.inputs[0].dtype.value == "int16" and node.inputs[2].dtype.value == "int32"
+                          for node in biased)
