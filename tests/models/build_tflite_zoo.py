@@ -70,7 +70,7 @@ NAMES = (
     "mobilenet_v1_float", "mobilenet_v1_int8", "mobilenet_v1_dynamic",
     "ds_cnn_float", "ds_cnn_int8", "ds_cnn_int16x8",
     "gru_kws_float", "gru_kws_float16", "gru_kws_dynamic",
-    "lstm_kws_float", "lstm_kws_int8", "lstm_kws_dynamic", "lstm_kws_int16x8",
+    "lstm_kws_float", "lstm_kws_int8", "lstm_kws_dynamic",
     "bilstm_kws_float", "bilstm_kws_int8",
     "conv1d_audio_float", "conv1d_audio_int8", "conv1d_audio_int16x8",
     "deeplab_float", "deeplab_int8", "deeplab_int16x8",
