@@ -97,7 +97,7 @@ NAMES = (
     "bert_tiny_olddynamic_dynamic", "selfie_oldquantizer_int8", "wavenet_bias32_int16x8",
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
-    "ssd_float", "ssd_int8", "ssd_int16x8",
+    "ssd_float", "ssd_int8", "ssd_dynamic",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
