@@ -41,6 +41,7 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``wavenet``: causal dilated Conv1D, gated tanh x sigmoid activations;
 * ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
 * ``ssd``: an SSD head — reshaped multi-scale outputs, LOG_SOFTMAX, box decoding (SPLIT_V, EXP);
+* ``uint8_classifier``: a raw uint8 image in (CAST), TOPK_V2 and int64 ARG_MAX out;
 * ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases;
   models without DEPTHWISE_CONV_2D, which LiteRT requires int64 biases of), ``pertensor``
   (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
@@ -98,6 +99,7 @@ NAMES = (
     "wavenet_float", "wavenet_int8", "wavenet_int16x8",
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "ssd_float", "ssd_int8", "ssd_dynamic",
+    "uint8_classifier_float", "uint8_classifier_int8",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -580,6 +582,21 @@ def _ssd() -> Made:
     return keras.Model(x, [boxes, log_probs], name="ssd"), [Spec((1, 48, 48, 3), low=0.0)]
 
 
+def _uint8_classifier() -> Made:
+    """A classifier as TF Hub and MediaPipe ship them: a raw uint8 image in (CAST, scaling in
+    the graph), top-3 classes (TOPK_V2) and the best class as int64 (ARG_MAX) out."""
+    x = keras.Input((32, 32, 3), batch_size=1, dtype="uint8", name="pixels")
+    y = L.Lambda(lambda v: tf.cast(v, tf.float32) / 127.5 - 1.0, name="scale")(x)
+    y = _conv_bn(y, 16, 3, "c0", strides=2, activation="relu6")
+    y = _separable(y, 32, "c1", strides=2, activation="relu6")
+    y = L.GlobalAveragePooling2D(name="gap")(y)
+    probs = L.Softmax(name="probs")(L.Dense(10, name="logits")(y))
+    top = L.Lambda(lambda v: tf.math.top_k(v, k=3), name="top3")(probs)
+    best = L.Lambda(lambda v: tf.argmax(v, axis=-1), name="best")(probs)
+    return keras.Model(x, [probs, top[0], top[1], best], name="uint8_classifier"), [
+        Spec((1, 32, 32, 3), "uint8", 0, 256)]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -593,7 +610,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "bilstm_kws": lambda: _lstm_kws(True),
+    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "uint8_classifier": _uint8_classifier, "bilstm_kws": lambda: _lstm_kws(True),
 }
 
 
