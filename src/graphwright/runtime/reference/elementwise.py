@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ._common import (
+    KERNELS,
     OpContext,
     Quant,
     activation_range,
@@ -212,7 +213,40 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
         return [_mul_int16_to_8bit(ctx, a, b, dtype)]
     if dtype == np.int16:
         _symmetric(ctx, *_quants(ctx, 0, 1))
+    gated = _gated_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q)) if ctx.jit else None
+    if gated is not None:
+        side, table = gated
+        return [_byte_lookup(table, ctx.jit)(ctx.x(side))]
     return [_by_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q))]
+
+
+#: unary operators whose 8-bit output a MUL of it by its own input reads as one table (the swish
+#: x·sigmoid(x) of EfficientNet, tanh gates)
+_GATES = frozenset({"LOGISTIC", "TANH"})
+
+
+def _gated_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
+                 fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[int, np.ndarray] | None:
+    """For ``fn(x, g(x))`` (either order) with ``g`` an 8-bit LOGISTIC/TANH of the other input:
+    which input is ``x`` and the 256-entry table of ``fn`` over every ``x`` — ``g(x)`` computed by
+    ``g``'s own kernel, so each entry is the pair table's entry; one read of ``x`` instead of
+    two inputs and 2^16 entries.  None otherwise; decided once per operator."""
+    found = ctx.cache.get("gated", False)
+    if found is not False:
+        return found  # type: ignore[no-any-return]
+    found = None
+    if a.dtype == b.dtype and a.dtype.itemsize == 1 and a.dtype.kind in "iu":
+        for side in (0, 1):
+            gate = ctx.in_value(1 - side).producer
+            if gate is not None and gate.op in _GATES and len(gate.inputs) == 1 \
+                    and gate.inputs[0] is ctx.in_value(side):
+                x = np.arange(256, dtype=np.uint8).view(a.dtype)
+                gx = KERNELS[gate.op](OpContext(gate, [x], ctx.rounding, None, ctx.jit, ctx.flavor))[0]
+                if gx.dtype == a.dtype:
+                    found = (side, np.ascontiguousarray(fn(x, gx) if side == 0 else fn(gx, x)))
+                break
+    ctx.cache["gated"] = found
+    return found
 
 
 def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.dtype) -> np.ndarray:
