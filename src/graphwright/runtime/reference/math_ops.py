@@ -37,7 +37,7 @@ import numpy as np
 
 # the module, not its names: elementwise imports this module's tables in turn
 from . import elementwise
-from ._common import OpContext, kernel, type_range
+from ._common import OpContext, Quant, kernel, type_range
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -334,7 +334,8 @@ def sqrt(ctx: OpContext) -> list[np.ndarray]:
 @kernel("RSQRT", int16=True)
 def rsqrt(ctx: OpContext) -> list[np.ndarray]:
     """int8: gemmlowp's inverse square root of ``x − zp_in`` (Q20), rescaled by
-    ``1/(sqrt(s_in)·s_out)``; 0 gives the largest output; int16: LiteRT's table.
+    ``1/(sqrt(s_in)·s_out)``; 0 gives the largest output; int16: LiteRT's table (under
+    ``flavor="tflm"``: the 8-bit formula, as TFLM's kernel).
     An input below its zero point is an error, as in LiteRT."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
@@ -345,18 +346,26 @@ def rsqrt(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error("its input has values below its zero point (LiteRT: Rsqrt is only defined for positive "
                         "values)")
     if dtype == np.int16:
+        if ctx.flavor == "tflm":
+            return [_rsqrt_q(ctx, x.astype(np.int64) - qi.zp, qi, qo, dtype)]
         return _by_lut(ctx, _rsqrt_of(ctx))
 
     table = ctx.cache.get("rsqrt_table")
     if table is None:  # its own table, not a compiled runner: every run checks its input
-        m_out, s_out = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(qi.s)) * F32(qo.s))))
-        qmin, qmax = type_range(dtype)
         value = np.arange(256, dtype=np.uint8).view(dtype).astype(np.int64) - qi.zp
-        m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
-        q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
-        y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
-        table = ctx.cache["rsqrt_table"] = np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
+        table = ctx.cache["rsqrt_table"] = _rsqrt_q(ctx, value, qi, qo, dtype)
     return [table[x.view(np.uint8)]]
+
+
+def _rsqrt_q(ctx: OpContext, value: np.ndarray, qi: Quant, qo: Quant, dtype: np.dtype) -> np.ndarray:
+    """Quantized RSQRT of ``value = x − zp_in`` (≥ 0): gemmlowp's inverse square root in Q20,
+    rescaled by ``1/(sqrt(s_in)·s_out)``, plus ``zp_out``, clamped; 0 gives the largest output."""
+    m_out, s_out = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(qi.s)) * F32(qo.s))))
+    qmin, qmax = type_range(dtype)
+    m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
+    q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
+    y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
+    return np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
 
 
 # -- gemmlowp fixed point ------------------------------------------------------------------------------
