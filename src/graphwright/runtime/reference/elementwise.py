@@ -129,11 +129,12 @@ def _add_sub_int16(ctx: OpContext, a: np.ndarray, b: np.ndarray, sign: int) -> n
     operator has options; without options LiteRT leaves it false) and every scale a power of
     two, the operand of the larger scale divided by ``2^(its log2 − the output's)`` (rounding
     half away), added to (subtracted from) the other and clamped; else the 8-bit formula with
-    a left shift of 15 (module docstring).  Zero points must be 0."""
+    a left shift of 15 (module docstring), which TFLM's kernels always take (``flavor="tflm"``).
+    Zero points must be 0."""
     q1, q2, qo = _quants(ctx, 0, 1)
     _symmetric(ctx, q1, q2, qo)
     logs = [_checked_log2(q.s) for q in (q1, q2, qo)]
-    if ctx.attr("pot_scale_int16") is not True or None in logs:
+    if ctx.flavor == "tflm" or ctx.attr("pot_scale_int16") is not True or None in logs:
         return _add_sub_q(ctx, a, b, sign, 15)
     s1, s2 = logs[0] - logs[2], logs[1] - logs[2]  # type: ignore[operator]
     if 0 not in (s1, s2) or max(s1, s2) > 0:
