@@ -42,7 +42,7 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``shufflenet``: channel split, 5-D channel shuffle, a grouped convolution;
 * ``ssd``: an SSD head — reshaped multi-scale outputs, LOG_SOFTMAX, box decoding (SPLIT_V, EXP);
 * ``uint8_classifier``: a raw uint8 image in (CAST), TOPK_V2 and int64 ARG_MAX out;
-* ``legacy``: LOCAL_RESPONSE_NORMALIZATION, ELU, RELU_N1_TO_1, RELU_0_TO_1, L2 pooling;
+* ``legacy``: LOCAL_RESPONSE_NORMALIZATION (``legacy_elu``: ELU), RELU_N1_TO_1, MINIMUM, L2 pooling;
 * ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases;
   models without DEPTHWISE_CONV_2D, which LiteRT requires int64 biases of), ``pertensor``
   (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
@@ -101,7 +101,7 @@ NAMES = (
     "shufflenet_float", "shufflenet_int8", "shufflenet_int16x8",
     "ssd_float", "ssd_int8", "ssd_dynamic",
     "uint8_classifier_float", "uint8_classifier_int8",
-    "legacy_float",
+    "legacy_float", "legacy_elu_float",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -599,21 +599,25 @@ def _uint8_classifier() -> Made:
         Spec((1, 32, 32, 3), "uint8", 0, 256)]
 
 
-def _legacy() -> Made:
+def _legacy(elu: bool = False) -> Made:
     """Operators of older CNNs still deployed (GoogLeNet v1, AlexNet-era): local response
-    normalization, ELU, ReLU clipped to [-1, 1] and [0, 1], L2 pooling (sqrt of a pooled square)."""
+    normalization, ReLU clipped to [-1, 1] and [0, 1], L2 pooling (sqrt of a pooled square).
+    ``elu``: ELU in place of the normalization (LiteRT's BUILTIN_REF has no ELU; and its
+    reference LRN is not its optimized one, so the two stay in separate models)."""
     x = keras.Input((32, 32, 3), batch_size=1, name="image")
-    y = L.Conv2D(16, 5, strides=2, padding="same", name="c0")(x)
-    y = L.Lambda(lambda v: tf.nn.local_response_normalization(v, depth_radius=2, bias=1.0, alpha=1e-2, beta=0.75),
-                 name="lrn")(L.ReLU(name="c0_relu")(y))
-    y = L.Activation("elu", name="elu")(L.Conv2D(24, 3, padding="same", name="c1")(y))
+    y = L.ReLU(name="c0_relu")(L.Conv2D(16, 5, strides=2, padding="same", name="c0")(x))
+    if elu:
+        y = L.Activation("elu", name="elu")(y)
+    else:
+        y = L.Lambda(lambda v: tf.nn.local_response_normalization(v, depth_radius=2, bias=1.0, alpha=1e-2,
+                                                                  beta=0.75), name="lrn")(y)
+    y = L.Conv2D(24, 3, padding="same", name="c1")(y)
     a = L.Lambda(lambda v: tf.clip_by_value(v, -1.0, 1.0), name="relu_n1_to_1")(y)
     b = L.Lambda(lambda v: tf.clip_by_value(v, 0.0, 1.0), name="relu_0_to_1")(y)
     l2 = L.Lambda(lambda v: tf.sqrt(tf.nn.avg_pool2d(tf.square(v), 2, 2, "VALID") + 1e-6), name="l2_pool")(a)
     y = L.Concatenate(name="join")([L.MaxPooling2D(2, name="pool")(b), l2])
     return keras.Model(x, L.Dense(6, name="logits")(L.GlobalAveragePooling2D(name="gap")(y)), name="legacy"), [
         Spec((1, 32, 32, 3))]
-
 
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
@@ -628,7 +632,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "uint8_classifier": _uint8_classifier, "legacy": _legacy, "bilstm_kws": lambda: _lstm_kws(True),
+    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "uint8_classifier": _uint8_classifier, "legacy": _legacy, "legacy_elu": lambda: _legacy(elu=True), "bilstm_kws": lambda: _lstm_kws(True),
 }
 
 
