@@ -26,12 +26,13 @@ DEFAULT = ["ds_cnn_int8", "conv1d_audio_int8", "gru_kws_float", "deeplab_float",
            "two_inputs_int8", "image_ops_float", "image_ops_int8", "stft_float", "yolo_int8", "face_embed_int8",
            "super_res_float", "super_res_int8", "postprocess_float", "bert_tiny_float", "bert_tiny_int8",
            "batch4_dynamic", "pose_int8", "autoencoder_int8", "ds_cnn_uint8io_int8", "video_float", "ssd_int8",
-           "shufflenet_int8", "wavenet_int8", "conv1d_audio_bias32_int16x8"]
+           "shufflenet_int8", "wavenet_int8", "conv1d_audio_bias32_int16x8", "uint8_classifier_int8",
+           "legacy_float", "legacy_elu_float"]
 WIDE = [n for n in MODEL_NAMES["tflite_zoo"] if n not in DEFAULT]
 
-#: models with an operator version LiteRT's BUILTIN_REF resolver lacks (int8 DEPTH_TO_SPACE, v2):
-#: compared with TFLite Micro's reference kernels instead
-OTHER = {"super_res_int8": "tflm"}
+#: models with an operator (version) LiteRT's BUILTIN_REF resolver lacks: the int8 DEPTH_TO_SPACE
+#: (v2) against TFLite Micro's reference kernels, the float ELU against LiteRT's default kernels
+OTHER = {"super_res_int8": "tflm", "legacy_elu_float": "litert"}
 
 
 def _matches(name: str) -> None:
@@ -91,6 +92,9 @@ def test_wide_extract_writes_the_weights(name: str, tmp_path: Path) -> None:
     ("ssd_int8", {"LOG_SOFTMAX", "EXP", "SPLIT_V"}),
     ("shufflenet_int8", {"SPLIT", "TRANSPOSE", "CONCATENATION"}),
     ("wavenet_int8", {"SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "TANH", "LOGISTIC", "MUL"}),
+    ("uint8_classifier_int8", {"CAST", "TOPK_V2", "ARG_MAX"}),
+    ("legacy_float", {"LOCAL_RESPONSE_NORMALIZATION", "RELU_N1_TO_1", "SQUARE", "SQRT"}),
+    ("legacy_elu_float", {"ELU"}),
 ])
 def test_corpus_has_the_operators_it_is_for(name: str, ops: set[str]) -> None:
     assert ops <= set(get_model("tflite_zoo", name).metadata["op_histogram"])
