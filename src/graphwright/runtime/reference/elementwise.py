@@ -365,6 +365,15 @@ def _lookup(ctx: OpContext, fn: np.ufunc | object) -> list[np.ndarray]:
     return [_by_byte_table(ctx, x, make)]
 
 
+def _sigmoid_float32(x: np.ndarray) -> np.ndarray:
+    """:func:`_sigmoid` of a float32 ``x``, the same arithmetic in one fresh buffer, in place."""
+    y = np.negative(x)
+    with np.errstate(over="ignore"):
+        np.exp(y, out=y)
+    y += np.float32(1)
+    return np.divide(np.float32(1), y, out=y)  # type: ignore[no-any-return]
+
+
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     one = np.float32(1)
     return (one / (one + np.exp(-v))).astype(np.float32)
@@ -373,12 +382,9 @@ def _sigmoid(v: np.ndarray) -> np.ndarray:
 @kernel("LOGISTIC", int16=True)
 def logistic(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
-    if x.dtype == np.float32 and ctx.out_dtype() == np.float32:  # _sigmoid's arithmetic, in place
-        y = np.negative(x)
-        with np.errstate(over="ignore"):
-            np.exp(y, out=y)
-        y += np.float32(1)
-        return [np.divide(np.float32(1), y, out=y)]
+    if x.dtype == np.float32 and ctx.out_dtype() == np.float32:  # the interpreter may call it directly
+        ctx.cache["compiled"] = (x.shape, x.dtype, _sigmoid_float32)
+        return [_sigmoid_float32(x)]
     if x.dtype.kind == "f":
         with np.errstate(over="ignore"):
             return [_sigmoid(x.astype(np.float32)).astype(ctx.out_dtype())]
@@ -504,17 +510,23 @@ def _hard_swish_q(ctx: OpContext, x: np.ndarray, qi: Quant, qo: Quant, dtype: np
     return np.clip(y, *type_range(dtype)).astype(dtype)
 
 
+def _hard_swish_float32(x: np.ndarray) -> np.ndarray:
+    """``x·clip(x + 3, 0, 6)/6`` in float32, in one fresh buffer."""
+    y = np.add(x, np.float32(3))
+    np.clip(y, np.float32(0), np.float32(6), out=y)
+    y *= x
+    y /= np.float32(6)
+    return y
+
+
 @kernel("HARD_SWISH")
 def hard_swish(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    if x.dtype.kind == "f":  # x·clip(x + 3, 0, 6)/6 in float32, in one fresh buffer
-        xf = x.astype(np.float32, copy=False)
-        y = np.add(xf, np.float32(3))
-        np.clip(y, np.float32(0), np.float32(6), out=y)
-        y *= xf
-        y /= np.float32(6)
-        return [y.astype(dtype, copy=False)]
+    if x.dtype.kind == "f":
+        if x.dtype == dtype == np.float32:  # the interpreter may call it directly
+            ctx.cache["compiled"] = (x.shape, x.dtype, _hard_swish_float32)
+        return [_hard_swish_float32(x.astype(np.float32, copy=False)).astype(dtype, copy=False)]
 
     def make() -> Callable[[np.ndarray], np.ndarray]:
         qi, qo = _quants(ctx, 0)
