@@ -18,7 +18,10 @@ convolutions become compiled runners with preallocated buffers (:mod:`.runners`)
 im2col copy and one GEMM, depthwise ones one ``einsum`` over a strided view of
 the taps.  With the compiled loops (:mod:`.jit`) the requantization and the whole
 depthwise convolution are one compiled pass each, and fully connected layers of
-at most ``_DENSE_ROWS`` rows are 8-bit dot products (exact integer sums).
+at most ``_DENSE_ROWS`` rows are 8-bit dot products (exact integer sums).  Float32
+convolutions run the same runners, ending in a float32 bias and clamp (depthwise: a
+compiled float32 loop); their float32 sums run in BLAS's order, so they match LiteRT's
+to rounding, not bit for bit.
 Cost: O(N·OH·OW·KH·KW·C·O) arithmetic; memory O(N·OH·OW·KH·KW·C) for the im2col
 matrix of the KHxKW convolutions.
 
@@ -41,6 +44,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ._common import (
+    ACT_NONE,
+    ACT_RELU,
+    ACT_RELU6,
+    ACT_RELU_N1_TO_1,
     PAD_SAME,
     PAD_VALID,
     OpContext,
@@ -331,8 +338,8 @@ def _float_finish(ctx: OpContext, plan: _Plan) -> Finish | None:
     return float_finish(plan.bias, *activation_range(ctx, act, ctx.out_dtype()), plan.weights.shape[-1], ctx.jit)
 
 
-#: the fused activations that are a clamp (NONE, RELU, RELU_N1_TO_1, RELU6)
-_FLOAT_CLAMPS = frozenset(range(4))
+#: the fused activations that are a clamp
+_FLOAT_CLAMPS = frozenset({ACT_NONE, ACT_RELU, ACT_RELU_N1_TO_1, ACT_RELU6})
 
 
 def _ending(ctx: OpContext, plan: _Plan) -> tuple[Finish, int | None] | None:
