@@ -34,9 +34,11 @@ branching on ``OpContext.flavor`` in one place: int8 and 16x8 FULLY_CONNECTED
 (TFLM requantizes as the convolutions do — int8 with two roundings, 16x8 with the
 int64 ``MultiplyByQuantizedMultiplier`` — where LiteRT's reference kernel rounds
 once, or in double), quantized RELU6 (TFLM clamps to ``[zp_in, q_in(6)]`` in the
-input's quantization and copies the integers, ignoring the output's) and the int8
+input's quantization and copies the integers, ignoring the output's), the int8
 UNIDIRECTIONAL_SEQUENCE_LSTM (TFLM's own integer implementation, see
-:mod:`.sequence`).  TFLM rounds twice, so ``flavor="tflm"`` takes ``rounding="double"``.
+:mod:`.sequence`), int16 RSQRT (the 8-bit formula, not LiteRT's table) and int16
+ADD/SUB (never LiteRT's power-of-two path).  TFLM rounds twice, so ``flavor="tflm"``
+takes ``rounding="double"``.
 """
 
 from __future__ import annotations
