@@ -60,7 +60,7 @@ from .fixedpoint import (
     rounding_divide_by_pot,
 )
 from .jit import kernels
-from .luts import lut16_double, lut16_lookup
+from .luts import lut16_double, lut16_float32, lut16_lookup
 
 LEFT_SHIFT = 20
 
@@ -263,8 +263,11 @@ def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.d
 def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     q1, q2, qo = _quants(ctx, 0, 1)
     prod = (a.astype(np.int64) - q1.zp) * (b.astype(np.int64) - q2.zp)
-    real = np.float32(np.float32(q1.s) * np.float32(q2.s)) / np.float32(qo.s)  # float32, as LiteRT's Prepare
-    y = _mbqm(ctx, prod, float(real)) + qo.zp
+    if ctx.flavor == "tflm":  # TFLM's Prepare: in double
+        real = _f64(q1.s) * _f64(q2.s) / _f64(qo.s)
+    else:  # float32, as LiteRT's Prepare
+        real = float(np.float32(np.float32(q1.s) * np.float32(q2.s)) / np.float32(qo.s))
+    y = _mbqm(ctx, prod, real) + qo.zp
     return clamp_cast(ctx, y, ctx.out_dtype())
 
 
@@ -572,9 +575,16 @@ def _softmax_int16(ctx: OpContext, x: np.ndarray, beta: np.float32) -> np.ndarra
     tables = ctx.cache.get("softmax16")
     if tables is None:
         step = 1.0 / 65535
-        exp_lut = lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step)
-        recip_lut = lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768, 2.0 * step)
-        real = float(np.float32(np.float32(qi.s) * beta)) / (10.0 / 65535.0)
+        if ctx.flavor == "tflm":  # TFLM's Prepare: the tables in float32, the multiplier in double
+            exp_lut = lut16_float32(lambda v: np.exp(v.astype(np.float64)).astype(np.float32),
+                                    10.0 * step, 32767, 2.0 * step, 0)
+            recip_lut = lut16_float32(lambda v: (np.float32(1) / (np.float32(1) + v)).astype(np.float32),
+                                      step, -32768, 2.0 * step, 0)
+            real = _f64(qi.s) * _f64(beta) / (10.0 / 65535.0)
+        else:
+            exp_lut = lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step)
+            recip_lut = lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768, 2.0 * step)
+            real = float(np.float32(np.float32(qi.s) * beta)) / (10.0 / 65535.0)
         tables = ctx.cache["softmax16"] = (exp_lut, recip_lut, *quantize_multiplier(real))
     exp_lut, recip_lut, m, shift = tables
     xi = x.astype(np.int64)
