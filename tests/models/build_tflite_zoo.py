@@ -43,6 +43,7 @@ tensor as LiteRT's reference kernels.  Each model exercises operators or convers
 * ``ssd``: an SSD head — reshaped multi-scale outputs, LOG_SOFTMAX, box decoding (SPLIT_V, EXP);
 * ``uint8_classifier``: a raw uint8 image in (CAST), TOPK_V2 and int64 ARG_MAX out;
 * ``legacy``: LOCAL_RESPONSE_NORMALIZATION (``legacy_elu``: ELU), RELU_N1_TO_1, MINIMUM, L2 pooling;
+* ``multiplier``: depthwise convolutions with channel multipliers 2, 4 and 8;
 * ``<model>_<variant>``: converter settings people use — ``bias32`` (16x8 with int32 biases;
   models without DEPTHWISE_CONV_2D, which LiteRT requires int64 biases of), ``pertensor``
   (per-tensor weights), ``oldquantizer`` / ``olddynamic`` (the older quantizers).
@@ -102,6 +103,7 @@ NAMES = (
     "ssd_float", "ssd_int8", "ssd_dynamic",
     "uint8_classifier_float", "uint8_classifier_int8",
     "legacy_float", "legacy_elu_float",
+    "multiplier_float", "multiplier_int8", "multiplier_int16x8",
     "xception_float", "xception_int8",
     "inception_v3_float", "inception_v3_int8",
     "convnext_tiny_float", "convnext_tiny_int8",
@@ -619,6 +621,20 @@ def _legacy(elu: bool = False) -> Made:
     return keras.Model(x, L.Dense(6, name="logits")(L.GlobalAveragePooling2D(name="gap")(y)), name="legacy"), [
         Spec((1, 32, 32, 3))]
 
+def _multiplier() -> Made:
+    """Depthwise convolutions with a channel multiplier (MobileNet's ``depth_multiplier``,
+    Keras' SeparableConv2D with ``depth_multiplier=2``), strided and dilated, 3- and 1-channel inputs."""
+    x = keras.Input((40, 40, 3), batch_size=1, name="image")
+    y = L.DepthwiseConv2D(3, strides=2, depth_multiplier=4, padding="same", name="dw_x4")(x)   # 12 channels
+    y = L.SeparableConv2D(16, 3, depth_multiplier=2, padding="same", activation="relu", name="sep_x2")(y)
+    y = L.DepthwiseConv2D(3, dilation_rate=2, depth_multiplier=2, padding="same", name="dw_dilated_x2")(y)
+    gray = L.Lambda(lambda v: tf.reduce_mean(v, axis=-1, keepdims=True), name="gray")(x)
+    edges = L.DepthwiseConv2D(5, strides=2, depth_multiplier=8, padding="same", name="dw_1ch_x8")(gray)
+    y = L.Concatenate(name="join")([L.ReLU(6.0, name="relu6")(y), edges])
+    return keras.Model(x, L.Dense(5, name="logits")(L.GlobalAveragePooling2D(name="gap")(y)), name="multiplier"), [
+        Spec((1, 40, 40, 3))]
+
+
 _APPLICATIONS = {
     "xception": (keras.applications.Xception, (71, 71, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
@@ -632,7 +648,7 @@ _MAKERS: dict[str, Callable[[], Made]] = {
     "vit": _vit, "autoencoder": _autoencoder, "batch4": _batch4, "two_inputs": _two_inputs,
     "image_ops": _image_ops, "stft": _stft, "yolo": _yolo, "super_res": _super_res, "face_embed": _face_embed,
     "bert_tiny": _bert_tiny, "postprocess": _postprocess, "ocr": _ocr, "video": _video,
-    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "uint8_classifier": _uint8_classifier, "legacy": _legacy, "legacy_elu": lambda: _legacy(elu=True), "bilstm_kws": lambda: _lstm_kws(True),
+    "wavenet": _wavenet, "shufflenet": _shufflenet, "ssd": _ssd, "uint8_classifier": _uint8_classifier, "legacy": _legacy, "legacy_elu": lambda: _legacy(elu=True), "multiplier": _multiplier, "bilstm_kws": lambda: _lstm_kws(True),
 }
 
 
