@@ -27,7 +27,7 @@ DEFAULT = ["ds_cnn_int8", "conv1d_audio_int8", "gru_kws_float", "deeplab_float",
            "super_res_float", "super_res_int8", "postprocess_float", "bert_tiny_float", "bert_tiny_int8",
            "batch4_dynamic", "pose_int8", "autoencoder_int8", "ds_cnn_uint8io_int8", "video_float", "ssd_int8",
            "shufflenet_int8", "wavenet_int8", "conv1d_audio_bias32_int16x8", "uint8_classifier_int8",
-           "legacy_float", "legacy_elu_float"]
+           "legacy_float", "legacy_elu_float", "multiplier_int8"]
 WIDE = [n for n in MODEL_NAMES["tflite_zoo"] if n not in DEFAULT]
 
 #: models with an operator (version) LiteRT's BUILTIN_REF resolver lacks: the int8 DEPTH_TO_SPACE
