@@ -30,6 +30,8 @@ from graphwright.runtime import get_backend, prepare, run, tflm
 from graphwright.runtime.base import ModelSource, Session
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter
+from graphwright.runtime.reference._common import KERNELS, OpContext
+from graphwright.runtime.reference.control_flow import SUBGRAPH_OPS
 from tests.models import MODEL_NAMES, ModelBuildError, ModelInfo, get_model
 from tests.runtime.reference._oracle import assert_matches_reference, feeds_for
 
@@ -44,6 +46,7 @@ CASES: list[tuple[str, str]] = [
     *((family, name) for family in ("tflite_math", "tflite_binary", "tflite_index", "tflite_reduce", "tflite_conv",
                                     "tflite_sequence", "tflite_control", "tflite_sparse")
       for name in MODEL_NAMES.get(family, ())),
+    ("tflite_real", "transformer_int16x8"), ("tflite_real", "mobilenet_v3_large_int16x8"),
 ]
 SEEDS = range(6)
 RTOL = 1e-5
@@ -54,7 +57,8 @@ RTOL = 1e-5
 #: MultiplyByQuantizedMultiplier (LiteRT: in double); its quantized RELU6 clamps in the input's
 #: quantization and ignores the output's; its integer LSTM is its own implementation
 #: (micro/kernels/lstm_eval.h); its int16 RSQRT runs the 8-bit formula (LiteRT: a table); its int16
-#: ADD and SUB never take LiteRT's power-of-two path (``pot_scale_int16``).
+#: ADD and SUB never take LiteRT's power-of-two path (``pot_scale_int16``); its Prepare computes MUL's
+#: multiplier in double (LiteRT: float32) and int16 SOFTMAX's tables in float32 (LiteRT: double).
 FLAVORED: dict[str, list[tuple[str, str]]] = {
     "FULLY_CONNECTED": [("tflite_ops", "mobilenet_v2_int8"), ("tflite_conv", "convs_int8"),
                         ("tflite_conv", "convs_int16x8")],
@@ -63,6 +67,8 @@ FLAVORED: dict[str, list[tuple[str, str]]] = {
     "RSQRT": [("tflite_math", "unary_int16x8")],
     "ADD": [("tflite_binary", "pot_int16x8")],
     "SUB": [("tflite_binary", "pot_int16x8")],
+    "MUL": [("tflite_real", "mobilenet_v3_large_int16x8")],
+    "SOFTMAX": [("tflite_real", "transformer_int16x8")],
 }
 FLAVORED_CASES = sorted({case for cases in FLAVORED.values() for case in cases})
 
@@ -207,27 +213,40 @@ def test_litert_flavor_stays_litert_ref_where_tflm_differs(family: str, name: st
         assert assert_matches_reference(info, range(seed, seed + 1))
 
 
+def _kernel_inputs(value: Value | None, trace: dict[str, np.ndarray]) -> np.ndarray | None:
+    """An operator input for a direct kernel call: the traced tensor, the constant, or (a variable
+    tensor, not traced) its reset value — zeros, int8 ones at their zero point."""
+    if value is None:
+        return None
+    if value.name in trace:
+        return np.array(trace[value.name])
+    if value.const is not None:
+        return value.const.numpy()
+    assert value.shape is not None and value.dtype is not None and value.dtype.numpy is not None, value.name
+    zp = int(value.quant.zero_point.reshape(-1)[0]) if value.quant is not None and value.dtype is DType.INT8 else 0
+    return np.full(value.shape, zp, value.dtype.numpy)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("op", sorted(FLAVORED))
 def test_the_flavors_differ_exactly_at_the_operators_tflm_computes_differently(op: str) -> None:
-    """On the models listed for ``op``, some ``op`` computes another output from the same inputs under
-    the two flavours, and no operator outside :data:`FLAVORED` does: with the tests above (each flavour
-    equal to its runtime), TFLM and ``litert-ref`` differ there, and the ``tflm`` flavour is what makes
-    the interpreter follow TFLM."""
+    """Each operator of the models listed for ``op``, its kernel called on the same inputs (the litert
+    flavour's tensors) under both flavours: some ``op`` computes other outputs, and no operator outside
+    :data:`FLAVORED` does.  With the tests above (each flavour equal to its runtime), TFLM and
+    ``litert-ref`` differ there, and the ``tflm`` flavour is what makes the interpreter follow TFLM."""
     differing = set()
     for family, name in FLAVORED[op]:
         info = get_model(family, name)
-        litert, micro = (Interpreter(info.path, flavor=flavor) for flavor in ("litert", "tflm"))
+        interp = Interpreter(info.path)
         for seed in SEEDS:
-            feeds = feeds_for(info, seed)
-            a, b = litert.trace(feeds), micro.trace(feeds)
-
-            def same(names: list[str], a: dict[str, np.ndarray] = a, b: dict[str, np.ndarray] = b) -> bool:
-                return all(n not in a or np.array_equal(a[n], b[n]) for n in names)
-
-            differing |= {node.op for node in litert.graph
-                          if same([v.name for v in node.inputs if v is not None])
-                          and not same([v.name for v in node.outputs])}
+            trace = interp.trace(feeds_for(info, seed))
+            for node in interp.graph:
+                if node.op in SUBGRAPH_OPS:
+                    continue  # they run whole graphs (their operators are compared where traced)
+                outputs = [KERNELS[node.op](OpContext(node, [_kernel_inputs(v, trace) for v in node.inputs],
+                                                      "double", {}, False, flavor)) for flavor in ("litert", "tflm")]
+                if not all(np.array_equal(a, b) for a, b in zip(*outputs, strict=True)):
+                    differing.add(node.op)
     assert op in differing, f"no {op} of {FLAVORED[op]} computes differently under the two flavours"
     assert differing <= set(FLAVORED), f"{sorted(differing - set(FLAVORED))} compute differently under the flavours"
 
