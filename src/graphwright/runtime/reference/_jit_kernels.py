@@ -179,7 +179,8 @@ def byte_lookup(x, table, out):  # type: ignore[no-untyped-def]
 
 @numba.njit(**_JIT)
 def middle_sums(x, out):  # type: ignore[no-untyped-def]
-    """``out[i, k] = Σ_j x[i, j, k]`` in int64 (a MEAN over a run of middle axes, e.g. H, W of NHWC)."""
+    """``out[i, k] = Σ_j x[i, j, k]`` in ``out``'s dtype, j in order (a MEAN over a run of middle axes,
+    e.g. H, W of NHWC: int64 sums of integers, float32 ones of floats as LiteRT's kernel adds them)."""
     outer, middle, inner = x.shape
     for i in range(outer):
         for k in range(inner):

@@ -30,6 +30,7 @@ from ._common import (
     kernel,
     output_size,
     padding_before,
+    reduce_in_order,
     type_range,
 )
 from .fixedpoint import fold_divisor, multiply_by_quantized_multiplier, quantize_multiplier
@@ -106,7 +107,11 @@ def mean(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if x.dtype.kind == "f":  # float32 sum, then one division, as LiteRT (a sum past FLT_MAX is inf there too)
         n_f = np.float32(np.prod([x.shape[a] for a in axes])) if axes else np.float32(1)
-        return [(np.sum(x, axis=tuple(axes), keepdims=keep, dtype=np.float32) / n_f).astype(dtype)]
+        if ctx.jit and x.dtype == dtype == np.float32 and _middle_run(x, axes) and ctx.in_value(1).const is not None:
+            runner = _float_mean_runner(x, axes, keep, n_f)  # LiteRT's order of sums, compiled
+            ctx.cache["compiled"] = (x.shape, x.dtype, runner)  # see interpreter
+            return [runner(x)]
+        return [(reduce_in_order(x, axes, keep) / n_f).astype(dtype)]
     n = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     total = _sums(ctx, x, axes, keep)
     key = ("mean", n, dtype)
@@ -136,20 +141,42 @@ def _sums(ctx: OpContext, x: np.ndarray, axes: list[int], keep: bool) -> np.ndar
     return _mean_runner(x, axes, keep, None, x.dtype)(x)
 
 
+def _middle_shapes(x: np.ndarray, axes: list[int], keep: bool) -> tuple[tuple[int, int, int], list[int]]:
+    """``x`` seen as [outer, middle, inner] for sums over a run of middle ``axes``, and the
+    output shape."""
+    outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
+    middle = int(np.prod(x.shape[axes[0]:axes[-1] + 1], dtype=np.int64))
+    inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
+        [d for i, d in enumerate(x.shape) if i not in axes]
+    return (outer, middle, inner), shape  # explicit: a zero-size batch leaves nothing to infer -1 from
+
+
+def _float_mean_runner(x: np.ndarray, axes: list[int], keep: bool, n: np.float32
+                       ) -> Callable[[np.ndarray], np.ndarray]:
+    """A float32 MEAN over a run of middle axes: float32 sums in LiteRT's order (one compiled
+    pass), divided by ``n``."""
+    view, shape = _middle_shapes(x, axes, keep)
+    middle_sums = kernels().middle_sums
+
+    def run(v: np.ndarray) -> np.ndarray:
+        out = np.empty((view[0], view[2]), np.float32)
+        middle_sums(v.reshape(view), out)
+        out /= n
+        return out.reshape(shape)
+
+    return run
+
+
 def _mean_runner(x: np.ndarray, axes: list[int], keep: bool, fast: FastRequant | None, dtype: np.dtype
                  ) -> Callable[[np.ndarray], np.ndarray]:
     """The compiled sums over a run of middle axes for inputs shaped like ``x``, then
     ``fast``'s requantization when given (else the int64 sums), shapes worked out once."""
-    outer = int(np.prod(x.shape[:axes[0]], dtype=np.int64))
-    middle = int(np.prod(x.shape[axes[0]:axes[-1] + 1], dtype=np.int64))
-    inner = int(np.prod(x.shape[axes[-1] + 1:], dtype=np.int64))
-    view = (outer, middle, inner)  # explicit: a zero-size batch leaves nothing to infer -1 from
-    shape = [1 if i in axes else d for i, d in enumerate(x.shape)] if keep else \
-        [d for i, d in enumerate(x.shape) if i not in axes]
+    view, shape = _middle_shapes(x, axes, keep)
     middle_sums = kernels().middle_sums
 
     def run(v: np.ndarray) -> np.ndarray:
-        out = np.empty((outer, inner), np.int64)
+        out = np.empty((view[0], view[2]), np.int64)
         middle_sums(v.reshape(view), out)
         total = out.reshape(shape)
         return total if fast is None else fast(total, dtype)
