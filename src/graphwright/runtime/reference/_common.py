@@ -157,6 +157,21 @@ def round_half_away(x: np.ndarray | float | np.floating[Any]) -> np.ndarray:
     return np.where(np.abs(x - t) == 0.5, t + np.sign(x), np.round(x))
 
 
+def reduce_in_order(x: np.ndarray, axes: Sequence[int], keepdims: bool, product: bool = False) -> np.ndarray:
+    """Float sum (or product) over ``axes`` accumulated element by element in input order in
+    x's float type, as LiteRT's reference loops add (numpy's own sum is pairwise: a few ulps off,
+    which matters where a sum nearly cancels, as LayerNorm's mean does)."""
+    axes = sorted(a % x.ndim for a in axes) if x.ndim else []
+    kept = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, kept + axes).reshape(*[x.shape[a] for a in kept], -1)
+    scan = np.cumprod if product else np.cumsum
+    if moved.shape[-1]:
+        total = scan(moved, axis=-1, dtype=x.dtype)[..., -1]
+    else:
+        total = np.full(moved.shape[:-1], 1 if product else 0, x.dtype)
+    return total.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)]) if keepdims else total
+
+
 def type_range(dtype: np.dtype) -> tuple[int, int]:
     info = np.iinfo(dtype)
     return int(info.min), int(info.max)

@@ -261,6 +261,11 @@ _MOVING = frozenset({"RESHAPE", "SQUEEZE", "EXPAND_DIMS", "TRANSPOSE", "STRIDED_
                      "SHAPE", "SPACE_TO_BATCH_ND", "BATCH_TO_SPACE_ND", "RESIZE_NEAREST_NEIGHBOR"})
 
 
+#: kernels that never divide the input scale by the output's: SOFTMAX folds beta times the input
+#: scale into its own clamped multiplier (Keras' masked attention gives it scales near 1e36)
+_OWN_INPUT_SCALING = frozenset({"SOFTMAX"})
+
+
 def _check_quantization(op: _Op) -> None:
     """Scales the kernels divide by or multiply with: finite, and positive normal floats for
     activations (``1/scale`` must be finite in float32); zero points inside their storage type;
@@ -271,7 +276,7 @@ def _check_quantization(op: _Op) -> None:
     _check_scales(op)
     out = op.node.outputs[0] if op.node.outputs else None
     s_out = _activation_scale(out)
-    if s_out is None:
+    if s_out is None or op.node.op in _OWN_INPUT_SCALING:
         return
     for i, value in enumerate(op.node.inputs):
         s_in = _activation_scale(value)

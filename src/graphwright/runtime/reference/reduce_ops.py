@@ -6,8 +6,7 @@ ignored) and keep the reduced dimensions as 1 with ``keep_dims``.
 
 * Plain types (float32, int32, int64, bool, unquantized int8/int16): sums and products
   wrap in the input's integer type as the C loops do; float sums and products are taken
-  in float32 as LiteRT's (so they overflow to inf where LiteRT's do; numpy's pairwise order
-  differs from LiteRT's input order by a few ulps).
+  in float32 in input order, as LiteRT's loops (so they round and overflow where LiteRT's do).
   MAX/MIN start from the type's lowest/highest value, so NaNs never win (when every axis
   is reduced LiteRT starts from the first element instead: a leading NaN stays).
 * Quantized SUM (int8, uint8, int16 with zero points 0), as LiteRT's integer
@@ -38,7 +37,7 @@ import math
 
 import numpy as np
 
-from ._common import OpContext, Quant, ints, kernel, type_range
+from ._common import OpContext, Quant, ints, kernel, reduce_in_order, type_range
 from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64, quantize_multiplier
 from .prepare import OpCheck, Shape, prepare_rule
 
@@ -88,7 +87,7 @@ def sum_or_prod(ctx: OpContext) -> list[np.ndarray]:
         return [_quantized_prod(ctx, x, axes, keep, quant) if prod else _quantized_sum(ctx, x, axes, keep, quant)]
     reduce = np.prod if prod else np.sum
     if x.dtype.kind == "f":
-        return [np.asarray(reduce(x, axis=axes, keepdims=keep, dtype=np.float32)).astype(dtype)]
+        return [reduce_in_order(x, axes, keep, product=prod).astype(dtype)]
     if x.dtype == np.bool_:
         raise ctx.error("it does not add or multiply booleans")
     return [np.asarray(reduce(x, axis=axes, keepdims=keep, dtype=x.dtype)).astype(dtype)]  # wraps as C does
