@@ -78,7 +78,7 @@ def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: 
                 where = f"{info.name} seed {seed}: {node.op} {v.name!r}"
                 assert a.shape == b.shape, f"{where}: shape {a.shape} vs {b.shape}"
                 assert a.dtype == b.dtype, f"{where}: dtype {a.dtype} vs {b.dtype}"
-                if a.dtype.kind == "f":
+                if a.dtype.kind in "fc":  # float and complex: within the bound
                     finite = np.isfinite(b)
                     np.testing.assert_array_equal(np.isfinite(a), finite, err_msg=where)
                     np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=where)
@@ -87,7 +87,8 @@ def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: 
                     if finite.any() and float(np.abs(a[finite] - b[finite]).max()) > bound:
                         if default is None:
                             default = execute(info.path, dict(feeds), Job(backend="litert", outputs=names)).outputs
-                        theirs_default = np.asarray(default[v.name], np.float64)[finite]
+                        theirs_default = np.asarray(default[v.name])[finite].astype(np.complex128 if
+                                                                                   a.dtype.kind == "c" else np.float64)
                         bound = max(bound, float(np.abs(theirs_default - b[finite]).max()))
                     np.testing.assert_allclose(a[finite], b[finite], rtol=0, atol=bound, err_msg=where)
                 else:
