@@ -67,7 +67,7 @@ REF_BUGS = {
     ("SUM", "int8"): "BUILTIN_REF's SUM reads int8/int16 inputs as uint8 bytes",
     ("SUM", "int16"): "BUILTIN_REF's SUM reads int8/int16 inputs as uint8 bytes",
 }
-TYPES = ("float32", "int8", "int16", "uint8", "hybrid", "int32", "int64", "bool")
+TYPES = ("float32", "int8", "int16", "uint8", "hybrid", "int32", "int64", "bool", "complex64")
 TFLITE_FAMILIES = ("tflite_model", "tflite_ops") + tuple(f for f in MODEL_NAMES if f.startswith("tflite_")
                                                          and f not in ("tflite_model", "tflite_ops"))
 
@@ -99,17 +99,17 @@ def compare(info: ModelInfo, seeds: range, other: str) -> dict[tuple[str, str], 
             for v in node.outputs:
                 a, b = np.asarray(mine[v.name]), np.asarray(theirs.get(v.name))
                 ok = a.shape == b.shape and a.dtype == b.dtype
-                if ok and a.dtype.kind == "f":
+                if ok and a.dtype.kind in "fc":
                     finite = np.isfinite(b)
                     ok = np.array_equal(finite, np.isfinite(a))
                     if ok and finite.any():
-                        err = float(np.abs(a[finite].astype(np.float64) - b[finite]).max())
+                        err = float(np.abs(a[finite].astype(np.complex128 if a.dtype.kind == "c" else np.float64) - b[finite]).max())
                         bound = 1e-5 * float(np.abs(b[finite]).max())
                         if err > bound and other == "litert-ref":
                             if default is None:
                                 default = execute(info.path, dict(feeds), Job(backend="litert", outputs=names)).outputs
-                            bound = max(bound, float(np.abs(np.asarray(default[v.name], np.float64)[finite]
-                                                            - b[finite]).max()))
+                            other_default = np.asarray(default[v.name])[finite]
+                            bound = max(bound, float(np.abs(other_default - b[finite]).max()))
                         ok = err <= bound
                 elif ok:
                     ok = np.array_equal(a, b)
@@ -203,7 +203,7 @@ def write(ref: dict[tuple[str, str], bool], tflm: dict[tuple[str, str], bool], t
             elif not ref[(op, t)]:
                 cells.append("**DIFFERS**")
             else:
-                cells.append(("float" if t in ("float32", "hybrid") else "exact") + (" (TFLM)" if (op, t) in REF_BUGS else ""))
+                cells.append(("float" if t in ("float32", "hybrid", "complex64") else "exact") + (" (TFLM)" if (op, t) in REF_BUGS else ""))
         checked = sorted(t for o, t in tflm if o == op)
         if checked:
             t_cell = ", ".join(f"{t} {'same' if tflm[(op, t)] else '**DIFFERS**'}" for t in checked)
