@@ -132,6 +132,37 @@ def shift(x, zp, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
+def im2col(x, zp, sh, sw, dh, dw, pt, pl, out):  # type: ignore[no-untyped-def]
+    """The im2col matrix of a KHxKW convolution, ``out`` [N, OH, OW, KH, KW·C] (float):
+    ``x[n, oy·sh − pt + i·dh, ox·sw − pl + j·dw, c] − zp`` in the image, 0 (the shifted zero
+    point) outside — shift, padding and window copy in one pass over ``x`` [N, H, W, C]
+    (contiguous); a window row wholly inside an undilated row is one run of KW·C values."""
+    batch, oh, ow, kh, span = out.shape
+    height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    kw = span // channels
+    for n in range(batch):
+        for oy in range(oh):
+            for i in range(kh):
+                iy = oy * sh - pt + i * dh
+                if iy < 0 or iy >= height:
+                    out[n, oy, :, i, :] = 0
+                    continue
+                row = x[n, iy].reshape(-1)
+                for ox in range(ow):
+                    left = ox * sw - pl
+                    dest = out[n, oy, ox, i]
+                    if dw == 1 and left >= 0 and left + kw <= width:
+                        start = left * channels
+                        for k in range(span):
+                            dest[k] = row[start + k] - zp
+                        continue
+                    for j in range(kw):
+                        ix = left + j * dw
+                        for c in range(channels):
+                            dest[j * channels + c] = row[ix * channels + c] - zp if 0 <= ix < width else 0
+
+
+@numba.njit(**_JIT)
 def bias_clamp(acc, bias, lo, hi):  # type: ignore[no-untyped-def]
     """In place on float32 sums ``acc`` [rows, C]: ``min(max(acc + bias[c], lo), hi)`` in float32
     (a float convolution's bias and fused activation in one pass)."""

@@ -404,7 +404,7 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
         if kh == kw == sh == sw == 1:
             return [compile_runner(ctx, x, pointwise_runner(plan, x, zp_in, finish))(x)]
         geometry = _geometry(x.shape, (kh, kw, ci), sh, sw, dh, dw, padding)
-        return [compile_runner(ctx, x, window_runner(plan, geometry, zp_in or 0, finish))(x)]
+        return [compile_runner(ctx, x, window_runner(plan, geometry, zp_in or 0, finish, ctx.jit))(x)]
     taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
     acc = _gemm(plan, taps.reshape(-1, kh * kw * ci))
     return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]

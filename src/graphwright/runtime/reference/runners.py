@@ -258,13 +258,18 @@ def _tap_sum(plan: _Plan, g: Geometry, xp: np.ndarray) -> Callable[[], np.ndarra
     return contract
 
 
-def window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish) -> Runner:
+def window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish, jit: bool) -> Runner:
     """KHxKW convolution (any strides, dilations, padding; ``g.co`` = input channels)
     as im2col + one GEMM: the shifted input goes into the interior of a zero-padded
     buffer, its windows are seen as ``[N, OH, OW, KH, KW, C]`` through a strided view
     and copied once into the ``[N·OH·OW, KH·KW·C]`` matrix the GEMM reads (one pass,
-    where slicing tap by tap makes KH·KW short-looped copies); then ``finish`` (float: ``zp_in`` 0)."""
-    dtype, weights, shift = plan.dtype, plan.weights, _shifter(plan, zp_in)
+    where slicing tap by tap makes KH·KW short-looped copies); then ``finish`` (float: ``zp_in`` 0).
+    With ``jit`` the matrix is one compiled pass over the input (no padded buffer; numpy's
+    copy is slow on the few channels of a first layer: its inner loops are C long)."""
+    dtype, weights = plan.dtype, plan.weights
+    if jit:
+        return _compiled_window_runner(plan, g, zp_in, finish)
+    shift = _shifter(plan, zp_in)
     xp: np.ndarray = np.zeros((g.n, g.hp, g.wp, g.co), dtype)
     s0, s1, s2, s3 = xp.strides
     view = as_strided(xp, shape=(g.n, g.oh, g.ow, g.kh, g.kw, g.co),
@@ -275,6 +280,21 @@ def window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish) -> Runne
     def run(x: np.ndarray) -> np.ndarray:
         shift(x, xp[:, g.pt:g.pt + x.shape[1], g.pl:g.pl + x.shape[2], :])
         np.copyto(columns, view)
+        acc = np.matmul(rows, weights).reshape(g.n, g.oh, g.ow, weights.shape[1])
+        return finish(acc)
+
+    return run
+
+
+def _compiled_window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish) -> Runner:
+    """:func:`window_runner` with the im2col matrix made by the compiled loop (:mod:`.jit`)."""
+    dtype, weights, im2col = plan.dtype, plan.weights, kernels().im2col
+    columns: np.ndarray = np.empty((g.n, g.oh, g.ow, g.kh, g.kw * g.co), dtype)
+    rows = columns.reshape(-1, g.kh * g.kw * g.co)
+    zp = np.int32(zp_in)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        im2col(np.ascontiguousarray(x), zp if x.dtype.kind in "iu" else dtype(zp_in), g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, columns)
         acc = np.matmul(rows, weights).reshape(g.n, g.oh, g.ow, weights.shape[1])
         return finish(acc)
 
