@@ -37,7 +37,15 @@ from tests.runtime.reference._oracle import assert_matches_reference, feeds_for
 
 needs_tflm = pytest.mark.skipif(not tflm.available(), reason="tflite-micro is not installed (the [tflm] extra)")
 
-#: The int8 and float models of the first corpora, then every model of the per-operator corpora.
+#: Whole models left out: one this TFLM aborts on while it prepares it (the whole process dies, not one
+#: test), and 224-pixel classifiers whose operators the smaller models hold, 5 to 100 s each on TFLM's
+#: reference kernels (they matched TFLM when this test was written).
+_LEFT_OUT = {("tflite_real", "mobilenet_v3_small_224_int8"),
+             *(("tflite_real", name) for name in ("resnet50_int8", "densenet121_int8", "efficientnet_b0_224_int8",
+                                                  "mobilenet_v2_224_int8")),
+             *(("tflite_zoo", name) for name in ("convnext_tiny_int8", "inception_v3_int8", "xception_int8"))}
+#: The int8 and float models of the first corpora, every model of the per-operator corpora, then the
+#: quantized models of the whole-model corpora (the float ones run as the float per-operator corpora).
 CASES: list[tuple[str, str]] = [
     ("tflite_model", "int8"), ("tflite_model", "float"),
     *(("tflite_ops", name) for name in ("convs_int8", "acts_int8", "misc_int8", "mobilenet_v2_int8",
@@ -46,7 +54,8 @@ CASES: list[tuple[str, str]] = [
     *((family, name) for family in ("tflite_math", "tflite_binary", "tflite_index", "tflite_reduce", "tflite_conv",
                                     "tflite_sequence", "tflite_control", "tflite_sparse")
       for name in MODEL_NAMES.get(family, ())),
-    ("tflite_real", "transformer_int16x8"), ("tflite_real", "mobilenet_v3_large_int16x8"),
+    *((family, name) for family in ("tflite_real", "tflite_misc", "tflite_zoo") for name in MODEL_NAMES.get(family, ())
+      if name.endswith(("_int8", "_int16x8", "_uint8")) and (family, name) not in _LEFT_OUT),
 ]
 SEEDS = range(6)
 RTOL = 1e-5
@@ -90,6 +99,9 @@ TFLM_CANNOT: list[tuple[Callable[[Node, list[Graph]], bool], str]] = [
      "TFLM has static shapes: a loop body tensor whose shape is known only when it runs (a SLICE of computed "
      "size in Keras RNN loops) keeps the file's placeholder shape, and the loop's results are wrong"),
     (_reads_sparse_constant, "TFLM has no sparse tensors: it reads a sparse constant's stored values as dense ones"),
+    (lambda node, graphs: node.op == "SPACE_TO_BATCH_ND" and node.outputs[0].quant is not None,
+     "TFLM's quantized SPACE_TO_BATCH_ND pads with a value it never sets (SpaceToBatchParams.output_offset: "
+     "whatever its arena holds), not the zero point"),
     (lambda node, graphs: node.op == "MUL" and node.outputs[0].dtype in (DType.INT8, DType.INT16)
      and node.outputs[0].quant is None,
      "TFLM's MUL requantizes every 8- and 16-bit output, with scales a plain integer MUL does not have"),
