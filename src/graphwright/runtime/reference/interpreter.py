@@ -36,9 +36,10 @@ int64 ``MultiplyByQuantizedMultiplier`` — where LiteRT's reference kernel roun
 once, or in double), quantized RELU6 (TFLM clamps to ``[zp_in, q_in(6)]`` in the
 input's quantization and copies the integers, ignoring the output's), the int8
 UNIDIRECTIONAL_SEQUENCE_LSTM (TFLM's own integer implementation, see
-:mod:`.sequence`), int16 RSQRT (the 8-bit formula, not LiteRT's table) and int16
-ADD/SUB (never LiteRT's power-of-two path).  TFLM rounds twice, so ``flavor="tflm"``
-takes ``rounding="double"``.
+:mod:`.sequence`), int16 RSQRT (the 8-bit formula, not LiteRT's table), int16
+ADD/SUB (never LiteRT's power-of-two path), quantized MUL (its multiplier computed
+in double, LiteRT's in float32) and int16 SOFTMAX (its tables built in float32,
+LiteRT's in double).  TFLM rounds twice, so ``flavor="tflm"`` takes ``rounding="double"``.
 """
 
 from __future__ import annotations
