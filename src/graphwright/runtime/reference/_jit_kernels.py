@@ -173,6 +173,14 @@ def bias_clamp(acc, bias, lo, hi):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
+def hard_swish_float(x, out):  # type: ignore[no-untyped-def]
+    """``out[i] = x[i]·min(max(x[i] + 3, 0), 6)/6`` in float32, in that order (flat arrays)."""
+    for i in range(x.size):
+        v = x[i]
+        out[i] = min(max(v + np.float32(3), np.float32(0)), np.float32(6)) * v / np.float32(6)
+
+
+@numba.njit(**_JIT)
 def dense(x, w, out):  # type: ignore[no-untyped-def]
     """``out[i, n] = Σ_k x[i, k]·w[n, k]`` for 8-bit ``x`` [M, K] and int16 ``w`` [N, K]:
     a dot product along the contiguous axis (numba sums in int64, exact; stored as

@@ -522,13 +522,22 @@ def _hard_swish_float32(x: np.ndarray) -> np.ndarray:
     return y
 
 
+def _compiled_hard_swish(x: np.ndarray) -> np.ndarray:
+    """:func:`_hard_swish_float32` as one compiled pass (:mod:`.jit`; contiguous ``x``)."""
+    out = np.empty(x.shape, np.float32)
+    kernels().hard_swish_float(np.ascontiguousarray(x).reshape(-1), out.reshape(-1))
+    return out
+
+
 @kernel("HARD_SWISH")
 def hard_swish(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     dtype = ctx.out_dtype()
     if x.dtype.kind == "f":
         if x.dtype == dtype == np.float32:  # the interpreter may call it directly
-            ctx.cache["compiled"] = (x.shape, x.dtype, _hard_swish_float32)
+            fn = _compiled_hard_swish if ctx.jit and x.flags.c_contiguous else _hard_swish_float32
+            ctx.cache["compiled"] = (x.shape, x.dtype, fn)
+            return [fn(x)]
         return [_hard_swish_float32(x.astype(np.float32, copy=False)).astype(dtype, copy=False)]
 
     def make() -> Callable[[np.ndarray], np.ndarray]:
