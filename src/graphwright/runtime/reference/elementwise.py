@@ -85,6 +85,9 @@ def _f64(v: float | np.floating[Any]) -> float:
 def _add_sub(ctx: OpContext, sign: int) -> list[np.ndarray]:
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
+    if dtype == np.float32 and a.dtype == b.dtype == np.float32:  # one fresh sum, clamped in place
+        y = np.add(a, b) if sign > 0 else np.subtract(a, b)
+        return [np.clip(y, *activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype), out=y)]
     if dtype.kind == "f":
         y = a.astype(np.float32) + sign * b.astype(np.float32)
         return [apply_activation(ctx, y, dtype)]
