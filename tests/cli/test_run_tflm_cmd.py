@@ -52,6 +52,9 @@ def test_compare_with_tflm_layer_by_layer() -> None:
     layers = gw("compare", get_model("tflite_model", "int8").path, "--layers", "--backend-b", "tflm")
     assert layers.returncode == 0, layers.stderr
     assert "agree with tflm" in layers.stdout
+    layers = gw("compare", relu6, "--layers", "--backend-b", "tflm")  # compare computes as TFLM does too
+    assert layers.returncode == 0, layers.stdout + layers.stderr
+    assert "agree with tflm" in layers.stdout
 
 
 @needs_tflm

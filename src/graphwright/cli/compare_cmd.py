@@ -73,8 +73,11 @@ def _run_layers(args: argparse.Namespace) -> int:
         raise VerificationError(f"--layers compares TFLite models; {args.model_a} is {source.format}")
     specs = input_specs(args.model_a)
     feeds = load_feeds(args.input, specs=specs) if args.input else random_feeds(specs, seed=args.seed)
-    report = compare_layers(source, feeds, other=args.backend_b or "litert-ref", rounding=args.rounding,
-                            tolerance=args.atol or 0.0, isolate=args.isolate, jit=args.jit)
+    other = args.backend_b or "litert-ref"
+    # against TFLM, the interpreter computes as TFLM's kernels do (see Interpreter's flavor)
+    report = compare_layers(source, feeds, other=other, rounding=args.rounding,
+                            tolerance=args.atol or 0.0, isolate=args.isolate, jit=args.jit,
+                            flavor="tflm" if other == "tflm" else "litert")
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
