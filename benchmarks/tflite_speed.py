@@ -35,7 +35,8 @@ def main() -> int:
     one_thread()
     import numpy as np
 
-    from graphwright.runtime import prepare
+    from graphwright.errors import GraphwrightError
+    from graphwright.runtime import prepare, run
     from graphwright.runtime.reference import Interpreter
     from tests.models import get_model
     from tests.runtime.reference._oracle import feeds_for
@@ -49,15 +50,28 @@ def main() -> int:
         feeds = feeds_for(info, 2)
         with prepare(info.path, backend="litert", options={"num_threads": 1}) as s:
             t_lite = median_seconds(lambda s=s, f=feeds: s.run(f), args.repeat)
-        with prepare(info.path, backend="litert-ref", options={"num_threads": 1}) as s:
+        try:  # a child process first: BUILTIN_REF aborts the process on some models (MobileNetV3-Small int8 224)
+            run(info.path, feeds, backend="litert-ref", isolate=True)
+        except GraphwrightError as e:
+            ref_failure = " ".join(str(e).split())[:80]
+            rounding, oracle = "single", "litert"  # then single rounding, within 1 LSB of the default kernels
+        else:
+            ref_failure, rounding, oracle = "", "double", "litert-ref"
+        t_ref = float("nan")
+        with prepare(info.path, backend=oracle, options={"num_threads": 1}) as s:
             expected = s.run(feeds)
-            t_ref = median_seconds(lambda s=s, f=feeds: s.run(f), 3)
-        interp = Interpreter(info.path, jit=True)
+            if not ref_failure:
+                t_ref = median_seconds(lambda s=s, f=feeds: s.run(f), 3)
+        interp = Interpreter(info.path, jit=True, rounding=rounding)
         got = interp.run(feeds)
         t_mine = median_seconds(lambda i=interp, f=feeds: i.run(f), args.repeat)
         key = next(iter(expected))
         a, b = got[key], expected[key]
-        if b.dtype.kind == "f":
+        if ref_failure:
+            ok = int(np.abs(a.astype(np.int64) - b.astype(np.int64)).max()) <= 1
+            check = f"BUILTIN_REF fails ({ref_failure}); single rounding vs default kernels: " + \
+                ("within 1 LSB" if ok else "DIFFERS")
+        elif b.dtype.kind == "f":
             err = float(np.abs(a.astype(np.float64) - b).max() / max(np.abs(b).max(), 1e-30))
             check = f"rel err {err:.1e}" + ("" if err <= 1e-5 else "  (OVER 1e-5)")
             ok = err <= 1e-5
