@@ -105,7 +105,7 @@ def test_window_runner_equals_int64_convolution(rounding: str, kernel: tuple[int
     filters = rng.integers(-127, 128, (co, kh, kw, ci))
     plan = _plan(rng, kh * kw * ci, co, rounding, matrix=filters.reshape(co, -1).T, native=native)
     g = _geometry((n, h, w, ci), (kh, kw, ci), sh, sw, dh, dw, padding)
-    run = window_runner(plan, g, ZP_IN, np.dtype(np.int8))
+    run = window_runner(plan, g, ZP_IN, np.dtype(np.int8), native)  # compiled im2col with numba, numpy else
     for _ in range(2):
         x = rng.integers(-128, 128, (n, h, w, ci)).astype(np.int8)
         xp = _padded(x, g)
