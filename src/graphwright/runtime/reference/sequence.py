@@ -586,18 +586,26 @@ def _cell_exponent(scale: float, fail: Any) -> int:
     return rounded
 
 
-def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
-    """LiteRT's LstmStepInteger8x8_16 over the time steps (see the module docstring)."""
-    plan = ctx.cache.get("integer")
-    if plan is None:
-        plan = ctx.cache["integer"] = _integer_plan(ctx)
-    x = ctx.x(_INPUT).astype(np.int64)
+def _integer_steps(ctx: OpContext, zp_in: int) -> tuple[np.ndarray, bool, tuple[np.ndarray, np.ndarray],
+                                                       tuple[np.ndarray, np.ndarray]]:
+    """What both integer LSTM steps start from: the input less ``zp_in`` as int64, time-major;
+    whether the file's layout is; the output and cell state variables with their values as int64
+    ``[batch, units]``."""
+    x = ctx.x(_INPUT).astype(np.int64) - zp_in
     time_major = bool(ctx.attr("time_major", False))
     if not time_major:
         x = x.transpose(1, 0, 2)
     h_var, c_var = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
     h = h_var.reshape(h_var.shape[0] if h_var.ndim > 1 else x.shape[1], -1).astype(np.int64)
-    c = c_var.reshape(h.shape[0], -1).astype(np.int64)
+    return x, time_major, (h_var, h), (c_var, c_var.reshape(h.shape[0], -1).astype(np.int64))
+
+
+def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
+    """LiteRT's LstmStepInteger8x8_16 over the time steps (see the module docstring)."""
+    plan = ctx.cache.get("integer")
+    if plan is None:
+        plan = ctx.cache["integer"] = _integer_plan(ctx)
+    x, time_major, (h_var, h), (c_var, c) = _integer_steps(ctx, 0)
     sigmoid, tanh_gate, tanh_cell = _sigmoid_table(3), _tanh_table(3), _tanh_table(15 + plan["cell_exponent"])
     m_hidden, s_hidden = plan["hidden"]
     clip, cell_shift = plan["cell_clip"], 30 + plan["cell_exponent"]
@@ -667,13 +675,7 @@ def _tflm_integer_lstm(ctx: OpContext) -> list[np.ndarray]:
     if plan is None:
         plan = ctx.cache["tflm_integer"] = _tflm_integer_plan(ctx)
     zp_in, zp_state = ctx.in_quant(_INPUT).zp, ctx.in_quant(_OUTPUT_STATE).zp  # type: ignore[union-attr]
-    x = ctx.x(_INPUT).astype(np.int64) - zp_in
-    time_major = bool(ctx.attr("time_major", False))
-    if not time_major:
-        x = x.transpose(1, 0, 2)
-    h_var, c_var = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
-    h = h_var.reshape(h_var.shape[0] if h_var.ndim > 1 else x.shape[1], -1).astype(np.int64)
-    c = c_var.reshape(h.shape[0], -1).astype(np.int64)
+    x, time_major, (h_var, h), (c_var, c) = _integer_steps(ctx, zp_in)
     table, clip = plan["table"], plan["cell_clip"]
     # TANH of the cell state: its Q(15 + exponent) values brought to the table's Q3.12 by 3·2^k
     left = 12 + plan["cell_exponent"]
