@@ -163,7 +163,7 @@ def _if_shapes(op: OpCheck) -> list[Shape]:
     return [None] * len(op.node.outputs)
 
 
-@prepare_rule("CALL_ONCE", arity=(0, 0), no_output=True)
+@prepare_rule("CALL_ONCE", arity=(0, 0), outputs=0)
 def _call_once_shapes(op: OpCheck) -> list[Shape]:
     return []
 
@@ -216,7 +216,7 @@ def _read_variable_shape(op: OpCheck) -> list[Shape]:
     return [None]
 
 
-@prepare_rule("ASSIGN_VARIABLE", arity=(2, 2), no_output=True)
+@prepare_rule("ASSIGN_VARIABLE", arity=(2, 2), outputs=0)
 def _assign_variable_shape(op: OpCheck) -> list[Shape]:
     op.need(0, "resource")
     op.need(1, "value")

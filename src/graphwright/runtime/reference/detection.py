@@ -168,13 +168,11 @@ def non_max_suppression(ctx: OpContext) -> list[np.ndarray]:
     return [indices, values, count]
 
 
-@prepare_rule("NON_MAX_SUPPRESSION_V4", "NON_MAX_SUPPRESSION_V5")  # several outputs
+@prepare_rule("NON_MAX_SUPPRESSION_V4", arity=(5, 5), outputs=2)  # indices, count
+@prepare_rule("NON_MAX_SUPPRESSION_V5", arity=(6, 6), outputs=3)  # indices, scores, count
 def _nms_shapes(op: OpCheck) -> list[Shape]:
     v5 = op.node.op == "NON_MAX_SUPPRESSION_V5"
-    inputs, outputs = (6, 3) if v5 else (5, 2)
-    if len(op.node.inputs) != inputs or len(op.node.outputs) != outputs:
-        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where "
-                      f"{inputs} and {outputs} are expected")
+    inputs = 6 if v5 else 5
     for i in range(inputs):
         op.need(i)
     boxes, scores = op.rank(0, 2), op.rank(1, 1)
@@ -316,11 +314,8 @@ def _regular(boxes: np.ndarray, scores: np.ndarray, per_class: int, max_det: int
     return kept
 
 
-@prepare_rule(DETECTION_POSTPROCESS)  # four outputs: no one-output arity entry
+@prepare_rule(DETECTION_POSTPROCESS, arity=(3, 3), outputs=4)  # boxes, classes, scores, count
 def _detection_shapes(op: OpCheck) -> list[Shape]:
-    if len(op.node.inputs) != 3 or len(op.node.outputs) != 4:
-        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 3 (box "
-                      "encodings, class scores, anchors) and 4 (boxes, classes, scores, count) are expected")
     for i, what in enumerate(("box encodings", "class predictions", "anchors")):
         op.need(i, what)
     boxes, _, _ = op.rank(0, 3), op.rank(1, 3), op.rank(2, 2)

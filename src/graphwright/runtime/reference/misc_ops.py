@@ -482,10 +482,8 @@ def _broadcast_args_shape(op: OpCheck) -> list[Shape]:
     return [None if a is None or b is None else (max(a[0], b[0]),)]
 
 
-@prepare_rule("UNIQUE")  # two outputs: no one-output arity entry
+@prepare_rule("UNIQUE", arity=(1, 1), outputs=2)  # values, indices
 def _unique_shape(op: OpCheck) -> list[Shape]:
-    if len(op.node.outputs) != 2:
-        raise op.fail(f"it has {len(op.node.outputs)} outputs, where 2 (values, indices) are expected")
     op.need(0, "input")
     x = op.rank(0, 1)
     return [None, x]
@@ -554,11 +552,8 @@ def _embedding_lookup_sparse_shape(op: OpCheck) -> list[Shape]:
     return [None if table is None or dense is None else (*dense[:-1], *table[1:])]
 
 
-@prepare_rule("HASHTABLE_LOOKUP")  # two outputs: no one-output arity entry
+@prepare_rule("HASHTABLE_LOOKUP", arity=(3, 3), outputs=2)  # values, hits
 def _hashtable_lookup_shape(op: OpCheck) -> list[Shape]:
-    if len(op.node.inputs) != 3 or len(op.node.outputs) != 2:
-        raise op.fail(f"it has {len(op.node.inputs)} inputs and {len(op.node.outputs)} outputs, where 3 (lookups, "
-                      "keys, values) and 2 (values, hits) are expected")
     for i, what in enumerate(("lookups", "keys", "values")):
         op.need(i, what)
     lookups, keys, values = op.rank(0, 1), op.rank(1, 1), op.shape(2)

@@ -217,8 +217,8 @@ _ARITY: dict[str, tuple[int, int]] = {
     "STRIDED_SLICE": (4, 4), "TILE": (2, 2), "PACK": (1, _MANY), "SHAPE": (1, 1), "SPACE_TO_BATCH_ND": (3, 3),
     "BATCH_TO_SPACE_ND": (3, 3), "RESIZE_BILINEAR": (2, 2), "RESIZE_NEAREST_NEIGHBOR": (2, 2),
 }
-#: operators that write no tensor (CALL_ONCE, ASSIGN_VARIABLE: their effect outlives the run)
-_NO_OUTPUT: set[str] = set()
+#: op -> how many outputs its kernel writes (the ops given an arity; one unless registered otherwise)
+_OUTPUTS: dict[str, int] = {}
 
 
 def _check_arity(op: _Op) -> None:
@@ -228,13 +228,15 @@ def _check_arity(op: _Op) -> None:
         expected = f"{low}" if low == high else f"{low} to {high}" if high < _MANY else f"at least {low}"
         raise op.fail(f"it has {count} input{'s' if count != 1 else ''}, where {expected} are expected")
     outputs = op.node.outputs
-    if op.node.op in _NO_OUTPUT:
+    expected_outputs = _OUTPUTS.get(op.node.op, 1 if op.node.op in _ARITY else None)
+    if expected_outputs == 0:
         if outputs:
             raise op.fail(f"it has {len(outputs)} outputs, where none are expected")
     elif not outputs or outputs[0].meta.get("tflite.omitted"):
         raise op.fail("it has no output tensor")
-    if op.node.op in _ARITY and len(outputs) > 1:
-        raise op.fail(f"it has {len(outputs)} outputs, where 1 is expected")
+    if expected_outputs is not None and len(outputs) != expected_outputs:
+        raise op.fail(f"it has {len(outputs)} outputs, where {expected_outputs} {'is' if expected_outputs == 1 else 'are'} "
+                      "expected")
     for role, values in (("input", op.node.inputs), ("output", outputs)):
         for i, value in enumerate(values):
             if value is None:
@@ -347,18 +349,17 @@ Rule = Callable[[_Op], list[Shape]]
 _RULES: dict[str, Rule] = {}
 
 
-def prepare_rule(*ops: str, arity: tuple[int, int] | None = None, no_output: bool = False) -> Callable[[Rule], Rule]:
+def prepare_rule(*ops: str, arity: tuple[int, int] | None = None, outputs: int = 1) -> Callable[[Rule], Rule]:
     """Register ``fn(op) -> output shapes`` as the prepare check of ``ops`` (and, with ``arity``,
-    the fewest and most inputs their kernel reads; such ops write one output, or none with
-    ``no_output``).  Kernel modules register the checks of their own operators beside their kernels."""
+    the fewest and most inputs their kernel reads and the ``outputs`` it writes).  Kernel modules
+    register the checks of their own operators beside their kernels."""
 
     def register(fn: Rule) -> Rule:
         for name in ops:
             _RULES[name] = fn
             if arity is not None:
                 _ARITY[name] = arity
-            if no_output:
-                _NO_OUTPUT.add(name)
+                _OUTPUTS[name] = outputs
         return fn
 
     return register

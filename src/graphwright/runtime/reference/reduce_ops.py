@@ -292,13 +292,11 @@ def _cumsum(op: OpCheck) -> list[Shape]:
     return [x]
 
 
-@prepare_rule("TOPK_V2")  # two outputs: no one-output arity entry
+@prepare_rule("TOPK_V2", arity=(2, 2), outputs=2)  # values, indices
 def _top_k(op: OpCheck) -> list[Shape]:
     op.need(0, "input")
     op.need(1, "k")
     _input_type(op, ("float32", "uint8", "int8", "int16", "int32", "int64"))
-    if len(op.node.outputs) != 2:
-        raise op.fail(f"it has {len(op.node.outputs)} outputs, where 2 (values, indices) are expected")
     x, k = op.shape(0), op.ints(1, "k")
     if x is not None and not x:
         raise op.fail("its input is a scalar")
