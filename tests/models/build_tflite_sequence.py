@@ -17,6 +17,11 @@ Models (each ``<model>_<mode>``):
   (batch-major, two outputs) on a sequence, SVDF (rank 2, relu) on one frame;
 * ``svdf``: in int8, SVDF with int16 time weights and state (LiteRT's integer SVDF), written the
   same way with chosen scales and zero points.
+* ``rnn``: written with the schema's object API (no converter emits them; hidden states as
+  variable tensors): the one-step basic RNN (RNN) in float32 (tanh, then relu on its output) and
+  hybrid (int8 weights: symmetric input quantization with relu6, asymmetric with
+  tanh), and the hybrid UNIDIRECTIONAL_SEQUENCE_RNN (time-major asymmetric, batch-major
+  symmetric).  Tests compare one seed per fresh interpreter, and runs in a row.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.lite.python import schema_py_generated as fb
 
 from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
+from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 6
+BUILDER_VERSION = 7
 
-NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8")
+NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -137,7 +144,57 @@ def _svdf_int8(model_path: Path) -> None:
     model_path.write_bytes(tflite.serialize(Model(g, "tflite")))
 
 
+def _rnn(model_path: Path) -> list[Spec]:
+    """RNN (float32 and hybrid) and hybrid UNIDIRECTIONAL_SEQUENCE_RNN, as the module docstring says."""
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    tensor = m.tensor
+    rng = np.random.default_rng(SEED)
+
+    def const(name: str, *shape: int) -> int:
+        return tensor(name, shape, np.float32, rng.uniform(-0.7, 0.7, shape).astype(np.float32))
+
+    def int8(name: str, rows: int, cols: int, scale: float) -> int:
+        return tensor(name, (rows, cols), np.int8, rng.integers(-127, 128, (rows, cols)).astype(np.int8), scale=[scale])
+
+    def state(name: str, *shape: int) -> int:
+        i = tensor(name, shape, np.float32)
+        m.tensors[i].isVariable = True
+        return i
+
+    depth, units, wide = 6, 5, 4
+    step = m.input(Spec((BATCH, depth)), "step")
+    # float32: tanh, then a relu RNN on the first one's output
+    first = tensor("rnn_tanh", (BATCH, units), np.float32)
+    m.op(B.RNN, [step, const("w_tanh", units, depth), const("r_tanh", units, units), const("b_tanh", units),
+                 state("h_tanh", BATCH, units)], [first], opts.RNNOptions,
+         _options(fb.RNNOptionsT, fusedActivationFunction=4))
+    m.op(B.RNN, [first, const("w_relu", wide, units), const("r_relu", wide, wide), const("b_relu", wide),
+                 state("h_relu", BATCH, wide)], [tensor("rnn_relu", (BATCH, wide), np.float32)], opts.RNNOptions,
+         _options(fb.RNNOptionsT, fusedActivationFunction=1))
+    # hybrid: int8 weights of their own scales, symmetric (relu6) and asymmetric (tanh) input quantization
+    for name, act, asymmetric in (("rnn_hybrid_symmetric", 3, False), ("rnn_hybrid_asymmetric", 4, True)):
+        m.op(B.RNN, [step, int8(f"{name}_w", units, depth, 0.006), int8(f"{name}_r", units, units, 0.004),
+                     const(f"{name}_b", units), state(f"{name}_h", BATCH, units)],
+             [tensor(name, (BATCH, units), np.float32)], opts.RNNOptions,
+             _options(fb.RNNOptionsT, fusedActivationFunction=act, asymmetricQuantizeInputs=asymmetric))
+    # the hybrid sequence RNN, time-major and batch-major
+    time_first = m.input(Spec((STEPS, BATCH, depth)), "sequence")
+    batch_first = m.input(Spec((BATCH, STEPS, depth)), "sequence_batch_major")
+    for name, time_major, asymmetric in (("seq_rnn_hybrid_time", True, True), ("seq_rnn_hybrid_batch", False, False)):
+        lead = (STEPS, BATCH) if time_major else (BATCH, STEPS)
+        m.op(B.UNIDIRECTIONAL_SEQUENCE_RNN,
+             [time_first if time_major else batch_first, int8(f"{name}_w", units, depth, 0.008),
+              int8(f"{name}_r", units, units, 0.005), const(f"{name}_b", units), state(f"{name}_h", BATCH, units)],
+             [tensor(name, (*lead, units), np.float32)], opts.SequenceRNNOptions,
+             _options(fb.SequenceRNNOptionsT, timeMajor=time_major, fusedActivationFunction=4,
+                      asymmetricQuantizeInputs=asymmetric))
+    m.write(model_path)
+    return m.specs
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "rnn_float":
+        return info_of("tflite_sequence", name, model_path, reference_path, _rnn(model_path))
     if name == "hybrid_lstm_float":
         return _hybrid_lstm(name, model_path, reference_path)
     if name == "svdf_int8":

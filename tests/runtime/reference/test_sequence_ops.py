@@ -25,7 +25,7 @@ from ._oracle import assert_matches_reference, feeds_for
 pytestmark = pytest.mark.slow
 
 INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"},
-            "svdf": {"SVDF"}}
+            "svdf": {"SVDF"}, "rnn": {"RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"}}
 
 
 @pytest.mark.parametrize("name", NAMES)

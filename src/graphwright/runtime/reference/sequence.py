@@ -3,9 +3,10 @@
 * UNIDIRECTIONAL_SEQUENCE_LSTM: float32; hybrid (float activations, int8 weights); full-integer
   (int8 activations and weights, int16 cell state);
 * BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
-* UNIDIRECTIONAL_SEQUENCE_RNN: float32; SVDF: float32 and int8 (int16 time weights and state);
-* LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``) and
-  BIDIRECTIONAL_SEQUENCE_RNN: float32 and hybrid (int8 weights).
+* SVDF: float32 and int8 (int16 time weights and state);
+* LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``), RNN (the
+  basic RNN's one step), UNIDIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_RNN: float32 and
+  hybrid (int8 weights).
 
 Their recurrent state lives in variable tensors, which the kernels update in place, so it
 carries over to the next run as in LiteRT (see ``Interpreter.reset_variables``).
@@ -345,20 +346,13 @@ def _bidirectional_shapes(op: OpCheck) -> list[Shape]:
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_RNN")
 def _unidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's float kernel: per time step ``h = act(x·Wᵀ + h·Rᵀ + b)``; inputs: the sequence,
+    """As LiteRT's kernel: per time step ``h = act(b + x·Wᵀ + h·Rᵀ)``; inputs: the sequence,
     weights ``[units, input]``, recurrent weights ``[units, units]``, bias, the hidden state
-    (a variable tensor, updated in place)."""
-    x, weights, recurrent, bias, state = (ctx.x(i) for i in range(5))
-    if any(a.dtype != np.float32 for a in (x, weights, recurrent, bias, state)):
-        raise ctx.error("only float32 is implemented")
+    (a variable tensor, updated in place).  Float32, or hybrid (int8 weights, see ``_rnn_pass``)."""
+    _check_rnn_types(ctx, (1,))
     time_major = bool(ctx.attr("time_major", False))
-    h = state.reshape(x.shape[1 if time_major else 0], -1)
-    outputs = []
-    for step in (x if time_major else x.transpose(1, 0, 2)):
-        h = _activation(ctx, (step @ weights.T + h @ recurrent.T + bias).astype(np.float32))
-        outputs.append(h)
-    state[...] = h.reshape(state.shape)
-    y = np.stack(outputs)
+    x = ctx.x(0)
+    y = _rnn_pass(ctx, 1, x if time_major else x.transpose(1, 0, 2))
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2))]
 
 
@@ -721,6 +715,46 @@ def lstm(ctx: OpContext) -> list[np.ndarray]:
     return [_float_lstm(ctx, x[None], _UNIDIRECTIONAL)[0]]
 
 
+def _rnn_pass(ctx: OpContext, first: int, steps: np.ndarray) -> np.ndarray:
+    """One basic RNN over the time-major ``steps`` (LiteRT's RnnBatchStep per step): ``h = act(b +
+    x·Wᵀ + h·Rᵀ)``, the weights, recurrent weights, bias and hidden state (a variable, updated in
+    place) at inputs ``first`` to ``first + 3``.  Float32, or hybrid: int8 weights, each product an
+    int32 dot of the float operand quantized per row (symmetric, or asymmetric with
+    ``asymmetric_quantize_inputs``), scaled by the row's scale times the weights' scale and added
+    in that order (bias, input product, recurrent product), as the hybrid LSTM's."""
+    weights, recurrent = _weights(ctx, first), _weights(ctx, first + 1)
+    bias, state = ctx.x(first + 2), ctx.x(first + 3)
+    hybrid = isinstance(weights, _Int8Weights) or isinstance(recurrent, _Int8Weights)
+    asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
+    h = state.reshape(steps.shape[1], -1)
+    outputs = []
+    for step in steps:
+        acc = bias + _product(_operand(step, asymmetric), weights) + _product(_operand(h, asymmetric), recurrent)
+        h = apply_activation(ctx, acc, np.dtype(np.float32))
+        outputs.append(h)
+    state[...] = h.reshape(state.shape)
+    return np.stack(outputs)
+
+
+def _check_rnn_types(ctx: OpContext, firsts: tuple[int, ...]) -> None:
+    """Float32 input, bias and state with float32 or int8 (hybrid) weights, as LiteRT's RNN kernels."""
+    if ctx.x(0).dtype != np.float32 or any(ctx.x(i).dtype not in (np.float32, np.int8)
+                                           for first in firsts for i in (first, first + 1)):
+        raise ctx.error("only float32 input with float32 or int8 weights is implemented")
+    if any(ctx.x(first + k).dtype != np.float32 for first in firsts for k in (2, 3)):
+        raise ctx.error("its bias and hidden state must be float32")
+
+
+@kernel("RNN")
+def rnn(ctx: OpContext) -> list[np.ndarray]:
+    """LiteRT's basic RNN, one time step: ``h = act(b + x·Wᵀ + h·Rᵀ)`` on ``[batch, input]``;
+    inputs: the step, weights ``[units, input]``, recurrent weights ``[units, units]``, bias,
+    the hidden state ``[batch, units]`` (a variable tensor, updated in place); the output is the
+    new hidden state.  Float32, or hybrid (int8 weights, see ``_rnn_pass``)."""
+    _check_rnn_types(ctx, (1,))
+    return [_rnn_pass(ctx, 1, ctx.x(0)[None])[0]]
+
+
 @kernel("BIDIRECTIONAL_SEQUENCE_RNN")
 def bidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
     """As LiteRT's kernel: ``h = act(b + x·Wᵀ + h·Rᵀ)`` forward over the sequence and backward over
@@ -730,34 +764,32 @@ def bidirectional_rnn(ctx: OpContext) -> list[np.ndarray]:
     weights, each product an int32 dot of the operand quantized per row (as the hybrid LSTM's);
     LiteRT's time-major hybrid kernel runs both directions once per time step, the states going
     on from pass to pass, and so does this one.  Auxiliary inputs refused."""
-    x = ctx.x(0)
-    if x.dtype != np.float32 or any(ctx.x(i).dtype not in (np.float32, np.int8) for i in (1, 2, 5, 6)):
-        raise ctx.error("only float32 input with float32 or int8 weights is implemented")
+    _check_rnn_types(ctx, (1, 5))
     if any(ctx.has(i) for i in range(9, 12)):
         raise ctx.error("auxiliary inputs are not implemented")
     time_major = bool(ctx.attr("time_major", True))
+    x = ctx.x(0)
     x = x if time_major else x.transpose(1, 0, 2)
-
-    def run(first: int, steps: np.ndarray) -> np.ndarray:
-        weights, recurrent = _weights(ctx, first), _weights(ctx, first + 1)
-        bias, state = ctx.x(first + 2), ctx.x(first + 3)
-        hybrid = isinstance(weights, _Int8Weights) or isinstance(recurrent, _Int8Weights)
-        asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
-        h = state.reshape(steps.shape[1], -1)
-        outputs = []
-        for step in steps:
-            acc = bias + _product(_operand(step, asymmetric), weights) + _product(_operand(h, asymmetric), recurrent)
-            h = apply_activation(ctx, acc, np.dtype(np.float32))
-            outputs.append(h)
-        state[...] = h.reshape(state.shape)
-        return np.stack(outputs)
-
     passes = len(x) if time_major and ctx.x(1).dtype == np.int8 else 1
     for _ in range(passes):
-        forward, backward = run(1, x), run(5, x[::-1])[::-1]
+        forward, backward = _rnn_pass(ctx, 1, x), _rnn_pass(ctx, 5, x[::-1])[::-1]
     outputs = [np.concatenate([forward, backward], axis=-1)] if ctx.attr("merge_outputs", False) \
         else [forward, backward]
     return [y if time_major else np.ascontiguousarray(y.transpose(1, 0, 2)) for y in outputs]
+
+
+@prepare_rule("RNN", arity=(5, 5))
+def _rnn_step_shape(op: OpCheck) -> list[Shape]:
+    for i, what in enumerate(("input", "weights", "recurrent weights", "bias", "hidden state")):
+        op.need(i, what)
+    x, w, r, b, h = op.rank(0, 2), op.rank(1, 2), op.rank(2, 2), op.rank(3, 1), op.rank(4, 2)
+    if x is None or w is None:
+        return [None]
+    if w[1] != x[1] or (r is not None and r != (w[0], w[0])) or (b is not None and b != (w[0],)) \
+            or (h is not None and h != (x[0], w[0])):
+        raise op.fail(f"input {list(x)}, weights {list(w)}, recurrent weights {list(r or ())}, bias "
+                      f"{list(b or ())} and hidden state {list(h or ())} do not fit")
+    return [(x[0], w[0])]
 
 
 @prepare_rule("LSTM", arity=(20, 24))
