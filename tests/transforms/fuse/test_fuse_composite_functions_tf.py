@@ -9,10 +9,13 @@ import pytest
 pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
+from tensorflow.python.framework import function  # noqa: E402
+from tensorflow.python.ops import functional_ops, inplace_ops  # noqa: E402
+
 import graphwright.transforms.fuse.fuse_composite_functions_tf  # noqa: E402
 import graphwright.transforms.inline.inline_partitionedcall_tf  # noqa: E402, F401
 
-from .._tf import _library_size, assert_same_outputs, build, nodes, ops, ours, tf, v1  # noqa: E402
+from .._tf import _library_size, assert_same_outputs, build, nodes, notes, ops, ours, tf, v1  # noqa: E402
 
 FEEDS = {"x": np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)}
 
@@ -104,3 +107,83 @@ def test_control_edges_of_calls_survive_and_api_implements_is_read(transforms: s
     bad = {"ids": np.array([0, 9, 3, 3, 1], np.int64)}  # the assert still guards the lookup
     with pytest.raises(tf.errors.InvalidArgumentError):
         oracle.run_graphdef(got, bad, ["out"])
+
+
+# -- embedding lookups keep what the function does with ids outside the table (issue 13 item 7)
+
+ROWS, DIM = 7, 3
+OUT_OF_RANGE = [0, ROWS, 3, -1, 6, ROWS + 5]
+
+
+def _table() -> np.ndarray:
+    return np.random.default_rng(3).standard_normal((ROWS, DIM)).astype(np.float32) + 2.0  # no zero rows
+
+
+def _lookup_graph(implements: str, body, dtype=tf.int32, ids_first: bool = False) -> bytes:
+    fn = tf.function(experimental_implements=implements)(body)
+
+    def build_it() -> None:
+        ids = v1.placeholder(dtype, [len(OUT_OF_RANGE)], name="ids")
+        table = tf.constant(_table(), name="table")
+        looked = fn(ids, table) if ids_first else fn(table, ids)
+        tf.identity(looked * 1.0, name="out")
+    return build(build_it)
+
+
+def _seed_lookup(embs, ids_vec):
+    """The seed's EmbFprop: a For loop gathering one row per id into an InplaceUpdate'd buffer."""
+    num = tf.shape(ids_vec)[0]
+    rets = inplace_ops.empty([num, DIM], tf.float32)
+
+    @function.Defun(tf.int32, tf.float32, ids_vec.dtype, tf.float32)
+    def loop(i, embs, ids_vec, rets):
+        row = tf.reshape(tf.gather(embs, tf.gather(ids_vec, i)), [1, DIM])
+        return embs, ids_vec, inplace_ops.alias_inplace_update(rets, [i], row)
+    _, _, rets = functional_ops.For(start=0, limit=num, delta=1, inputs=[embs, ids_vec, rets], body=loop)
+    return rets
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64])
+def test_one_hot_lookup_keeps_zero_rows_for_ids_outside_the_table(dtype) -> None:
+    data = _lookup_graph("embedding_matmul", lambda t, i: tf.matmul(tf.one_hot(i, ROWS), t), dtype)
+    got, report = ours(data, "fuse_composite_functions", ["ids"], ["out"])
+    assert report.steps[0].stats["calls_fused"] == 1 and "PartitionedCall" not in ops(got)
+    assert "StatefulPartitionedCall" not in ops(got) and ops(got)["GatherV2"] == 1
+    feeds = {"ids": np.array(OUT_OF_RANGE, dtype.as_numpy_dtype)}
+    (before,) = oracle.run_graphdef(data, feeds, ["out"])
+    assert not before[1].any() and not before[3].any() and not before[5].any()  # TF: zero rows
+    np.testing.assert_allclose(before[0], _table()[0], rtol=1e-6)
+    assert_same_outputs(data, got, feeds, ["out"], rtol=1e-6, atol=1e-6)
+
+
+def test_seed_embedding_lookup_becomes_gather_and_fails_where_the_seed_fails() -> None:
+    data = _lookup_graph("embedding_lookup", _seed_lookup)
+    got, report = ours(data, "fuse_composite_functions", ["ids"], ["out"])
+    assert report.steps[0].stats == {"calls_fused": 1, "functions_removed": 2}  # the call's and the loop's
+    assert ops(got)["GatherV2"] == 1 and "For" not in ops(got) and _library_size(got) == 0
+    inside = {"ids": np.array([0, 6, 3, 3, 1, 2], np.int32)}
+    assert_same_outputs(data, got, inside, ["out"])
+    for bad in ([0, ROWS, 1, 1, 1, 1], [0, -1, 1, 1, 1, 1]):  # the For loop's gather fails on CPU: so does ours
+        for graph in (data, got):
+            with pytest.raises(tf.errors.InvalidArgumentError, match="not in \\[0, 7\\)"):
+                oracle.run_graphdef(graph, {"ids": np.array(bad, np.int32)}, ["out"])
+
+
+def test_clipping_lookup_keeps_its_clip_and_reads_ids_first_signatures() -> None:
+    data = _lookup_graph("embedding_lookup", lambda i, t: tf.gather(t, tf.clip_by_value(i, 0, ROWS - 1)),
+                         ids_first=True)
+    got, report = ours(data, "fuse_composite_functions", ["ids"], ["out"])
+    assert report.steps[0].stats["calls_fused"] == 1
+    assert ops(got)["Maximum"] == 1 and ops(got)["Minimum"] == 1 and ops(got)["GatherV2"] == 1
+    feeds = {"ids": np.array(OUT_OF_RANGE, np.int32)}
+    (before,) = oracle.run_graphdef(data, feeds, ["out"])
+    np.testing.assert_array_equal(before[1], _table()[ROWS - 1])  # TF clips: last row, first row
+    np.testing.assert_array_equal(before[3], _table()[0])
+    assert_same_outputs(data, got, feeds, ["out"])
+
+
+def test_lookup_whose_body_is_not_read_is_left_alone_with_the_reason() -> None:
+    data = _lookup_graph("embedding_lookup", lambda t, i: tf.tile(t[:1], [tf.size(i), 1]))
+    got, report = ours(data, "fuse_composite_functions", ["ids"], ["out"])
+    assert not report.steps[0].changed and ops(got)["PartitionedCall"] == 1
+    assert any("neither gathers rows nor multiplies by a one-hot" in n for n in notes(report))
