@@ -9,6 +9,7 @@ several inputs.  SOFTMAX's fixed-point parameters are checked against both; LSTM
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -40,7 +41,8 @@ MODELS = [
                                    "GELU"}),
     ("tflite_binary", "pot_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE"}),
     ("tflite_math", "unary_int16x8", {"LEAKY_RELU", "GELU", "ABS", "EXP", "LOG", "RSQRT"}),
-    ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH"}),
+    ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH",
+                                              "SOFTMAX"}),
     ("tflite_reduce", "reduce_int8", {"AVERAGE_POOL_2D", "MEAN", "SUB", "REDUCE_PROD"}),
     ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "REDUCE_PROD"}),
     ("tflite_conv", "convs_int8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
@@ -221,6 +223,67 @@ def _softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     return np.clip(q.astype(np.int64) + p["output_zero_point"], -128, 127).astype(out.dtype)
 
 
+def _round_away(v: float) -> float:
+    """C ``round`` on a double: halves away from zero."""
+    whole = math.floor(abs(v))
+    return math.copysign(whole + (abs(v) - whole >= 0.5), v)
+
+
+def _lut16(fn: Callable[[float], float], input_scale: float, input_zero_point: int) -> np.ndarray:
+    """LiteRT's ``LUTPopulate<int16_t>`` in double over the int16 input range, to an output of
+    scale 2/65535 and zero point 0 (the two tables of the 16x8 softmax), one entry at a time:
+    512 samples, each less half the rounded error of interpolating its midpoint, then the end."""
+    in_min, in_max = input_scale * (-32768 - input_zero_point), input_scale * (32767 - input_zero_point)
+    out_scale = 2.0 / 65535.0
+    inverse = 65536.0 / (out_scale * 32767 - out_scale * -32768)
+    step = (in_max - in_min) / 512
+    lut = []
+    for i in range(512):
+        sample = _round_away(fn(in_min + i * step) * inverse)
+        interpolated = _round_away((fn(in_min + (i + 1) * step) * inverse + sample) / 2)
+        bias = _round_away((interpolated - _round_away(fn(in_min + i * step + step / 2) * inverse)) / 2)
+        lut.append(min(max(sample - bias, -32768.0), 32767.0))
+    lut.append(min(max(_round_away(fn(in_max) * inverse), -32768.0), 32767.0))
+    return np.asarray(lut, np.int64)
+
+
+def _lut16_lookup(lut: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """LiteRT's int16 ``LUTLookup``: entry ``256 + (v >> 7)``, the int16 slope to the next one
+    times the low 7 bits, rounded, shifted back (int16 arithmetic: wrapped)."""
+    def wrap16(a: np.ndarray) -> np.ndarray:
+        return ((a + 32768) % 65536) - 32768
+
+    index = 256 + (v >> 7)
+    base, slope = lut[index], wrap16(lut[index + 1] - lut[index])
+    return wrap16(base + wrap16((slope * (v & 0x7F) + 64) >> 7))
+
+
+def _softmax_int16(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """LiteRT's SoftmaxInt16 from the extracted LUTs and multiplier, after checking the LUTs
+    against the ones LiteRT's Prepare builds (recomputed here) and the multiplier against
+    ``float32(s_in·β)/(10/65535)``."""
+    np.testing.assert_array_equal(p["exp_lut"], _lut16(math.exp, 10.0 / 65535.0, 32767))
+    np.testing.assert_array_equal(p["one_over_one_plus_x_lut"], _lut16(lambda v: 1.0 / (1.0 + v), 1.0 / 65535.0, -32768))
+    real = float(np.float32(np.float32(p["input_scale"]) * np.float32(p["beta"]))) / (10.0 / 65535.0)
+    assert abs(p["input_multiplier"] * 2.0 ** (p["input_left_shift"] - 31) / real - 1) < 2 ** -30
+    exp_lut, recip_lut = (np.asarray(p[k], np.int64) for k in ("exp_lut", "one_over_one_plus_x_lut"))
+    xi = x[0].astype(np.int64)
+    diff = xi - xi.max(axis=-1, keepdims=True)
+    scaled = np.clip(_mbqm(diff, p["input_multiplier"], p["input_left_shift"]) + 32767, -32768, 32767)
+    e = _lut16_lookup(exp_lut, scaled)
+    total = e.sum(axis=-1, keepdims=True)
+    headroom = np.vectorize(lambda t: 32 - int(t).bit_length())(total)  # leading zeros of the uint32 sum
+    shifted = ((total << (headroom - 1)) + (1 << 13)) >> 14
+    recip = _lut16_lookup(recip_lut, np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767))
+    right = 31 - headroom
+    y = (e * recip + (1 << (right - 1))) >> right
+    return np.clip(y, 0, 32767).astype(out.dtype)
+
+
+def _any_softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    return _softmax_int16(p, x, out) if "exp_lut" in p else _softmax(p, x, out)
+
+
 def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """Inputs quantized as the output are copied; others (uint8 only) rescaled in float32:
     ``round(q·s + (−zp_in·s)) + zp_out`` with ``s = s_in·(1/s_out)``, clamped."""
@@ -349,7 +412,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
     "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": lambda p, x, out: _pool(p, x, out, True),
     "MAX_POOL_2D": lambda p, x, out: _pool(p, x, out, False), "MEAN": _mean,
-    "SOFTMAX": _softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
+    "SOFTMAX": _any_softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
     "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),

@@ -60,6 +60,28 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``exp(−s_in·β·d)`` for ``d = max − x`` in 0..255, then ``y = round(e/(Σ e · s_out)) + zp_out``
   in float32 (``beta``, scales given), so the fixed-point parameters are derived here, as
   LiteRT's PreprocessSoftmaxScaling and CalculateInputRadius do.
+* SOFTMAX (int16, 16x8): LiteRT's ``exp_lut`` (exp on [−10, 0]) and ``one_over_one_plus_x_lut``
+  (1/(1 + x) on [0, 1]), 513 int16 entries each (``LUTLookup``: entry ``256 + (v >> 7)``
+  interpolated on the low 7 bits), and ``input_multiplier``/``input_left_shift`` of
+  ``float32(s_in·β)/(10/65535)``: per row ``e = LUT_exp(clamp(MBQM(x − max, m, shift) + 32767))``,
+  the sum ``S`` of ``e`` normalised by its leading zeros ``h``, ``r = LUT_1/(1+x)(clamp(((S << (h − 1))
+  + 2^13 >> 14) − 3·2^15))``, ``y = clamp((e·r + 2^(30−h)) >> (31 − h), 0, 32767)``.
+* UNIDIRECTIONAL_SEQUENCE_LSTM / LSTM (full-integer: int8 activations, int16 cell state): what
+  LiteRT's PopulateQuantizedLstmParams8x8_16 and PopulatePrecomputedZPTimesWeightsWithBias
+  derive — per gate (``input``, ``forget``, ``cell``, ``output``; no ``input`` with CIFG)
+  ``input_to_<gate>_multiplier``/``_shift`` (``s_w·s_in/s_gate``, float32) and
+  ``recurrent_to_<gate>_*`` (``s_r·s_state/s_gate``), their zero-point-folded int32 biases
+  ``input_to_<gate>_effective_bias`` (``bias − zp_in·Σ_row w``; no bias with layer norm) and
+  ``recurrent_to_<gate>_effective_bias`` (``−zp_state·Σ_row r``); with peepholes
+  ``cell_to_<gate>_*`` (``2^cell_exponent·s_p/s_gate``); with layer norm
+  ``layer_norm_<gate>_multiplier``/``_shift`` (the coefficients' scale) and
+  ``<gate>_variance_guard`` (``max(1, int(10000·s_ln))``); ``gate_scales`` (``2^-12``, Q3.12,
+  without layer norm, else the four intermediates' scales); ``hidden_multiplier``/``_shift``
+  (``2^-15/s_hidden·2^-15``) and ``hidden_zero_point`` (the fifth intermediate); with a
+  projection ``projection_multiplier``/``_shift`` (``s_proj·s_hidden/s_state``) and
+  ``projection_effective_bias`` (``bias + zp_hidden·Σ_row w``, LiteRT's sign);
+  ``cell_exponent`` (log2 of the cell scale), ``quantized_cell_clip`` and
+  ``quantized_proj_clip`` (0: none).
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -68,8 +90,8 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
-Not covered yet: int16 SOFTMAX (its exp and 1/(1+x) LUTs), LiteRT's 513-entry LUTs of int16
-element-wise math (given as full tables instead), quantized LSTM and LOG_SOFTMAX.
+Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
+instead), LOG_SOFTMAX, the integer SVDF.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -95,6 +117,7 @@ from ..runtime.reference import (
 from ..runtime.reference.conv import accumulator, channel_scales, multipliers
 from ..runtime.reference.elementwise import LEFT_SHIFT
 from ..runtime.reference.fixedpoint import fold_divisor
+from ..runtime.reference.luts import lut16_double
 
 __all__ = ["INTEGER_TYPES", "layer_params"]
 
@@ -533,12 +556,16 @@ def _down16(m: int) -> int:
 @_layer("SOFTMAX")
 def _softmax(node: Node) -> Params | None:
     """8-bit SOFTMAX: the fixed-point parameters, and the interpreter's float32 table (which
-    elementwise.py builds inline)."""
+    elementwise.py builds inline); int16: LiteRT's two 513-entry LUTs and input multiplier."""
     qs = _quants(node, 0)
-    if qs is None or _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
+    if qs is None:
         return None
     q_in, q_out = qs
     beta = np.float32(node.attr("beta", 1.0) or 1.0)
+    if _dtype(node.inputs[0]) == np.int16:  # type: ignore[arg-type]
+        return _softmax_int16(q_in, q_out, beta)
+    if _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
+        return None
     table = np.exp(np.float32(-q_in.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
     # the fixed-point softmax: PreprocessSoftmaxScaling and CalculateInputRadius with
     # 5 integer bits for the scaled difference to the row maximum
@@ -553,6 +580,22 @@ def _softmax(node: Node) -> Params | None:
 
 #: integer bits of the scaled input difference in the fixed-point softmax (gemmlowp's F5)
 _SOFTMAX_DIFF_BITS = 5
+
+
+def _softmax_int16(q_in: Quant, q_out: Quant, beta: np.float32) -> Params:
+    """LiteRT's 16x8 SOFTMAX Prepare: ``exp_lut`` (exp on [−10, 0]) and
+    ``one_over_one_plus_x_lut`` (1/(1 + x) on [0, 1]), 513 int16 entries each, output range
+    [−1, 1) (LUTPopulate in double, as the interpreter's luts.py builds them); the input
+    multiplier of ``float32(s_in·β) / (10/65535)`` (a row's differences to its maximum scaled so
+    that −65535 stands for −10)."""
+    step = 1.0 / 65535
+    m, shift = _mult(float(np.float32(np.float32(q_in.s) * beta)) / (10.0 / 65535.0))
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "beta": float(beta),
+            "input_scale": float(np.float32(q_in.s)), "output_scale": float(np.float32(q_out.s)),
+            "input_multiplier": m, "input_left_shift": shift,
+            "exp_lut": lut16_double(np.exp, 10.0 * step, 32767, 2.0 * step).astype(np.int16),
+            "one_over_one_plus_x_lut": lut16_double(lambda v: 1.0 / (1.0 + v), step, -32768,
+                                                    2.0 * step).astype(np.int16)}
 
 
 @_layer("CONCATENATION")
@@ -596,3 +639,95 @@ def _prelu(node: Node) -> Params | None:
     return {"input_zero_point": q_in.zp, "alpha_zero_point": q_alpha.zp, "output_zero_point": q_out.zp,
             **_clamp(node, _dtype(node.outputs[0])),
             "identity_multiplier": mi, "identity_shift": si, "alpha_multiplier": ma, "alpha_shift": sa}
+
+
+# -- the integer LSTM -------------------------------------------------------------------------------
+
+#: the LSTM gates, in the order of their weight, bias and layer-norm inputs
+_GATES = ("input", "forget", "cell", "output")
+
+
+@_layer("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM")
+def _lstm(node: Node) -> Params | None:
+    """As LiteRT's integer LSTM Prepare (see the module docstring); None unless int8 input and
+    weights with an int16 cell state and five intermediates, the fifth quantized."""
+    def at(i: int) -> Value | None:
+        return node.inputs[i] if i < len(node.inputs) else None
+
+    def scale(i: int) -> np.float32:
+        q = quant_of(at(i))  # type: ignore[arg-type]
+        assert q is not None
+        return np.float32(q.s)
+
+    x, cell, state = at(0), at(19), at(18)
+    if any(v is None or v.dtype is None for v in (x, cell, state, at(2))) or x.dtype.value != "int8" \
+            or cell.dtype.value != "int16" or at(2).dtype.value != "int8":  # type: ignore[union-attr]
+        return None
+    intermediates = node.meta.get("tflite.intermediates") or []
+    hidden = quant_of(intermediates[4]) if len(intermediates) == 5 else None
+    q_in, q_state, q_cell, q_out = quant_of(x), quant_of(state), quant_of(cell), _integer(node.outputs[0])  # type: ignore[arg-type]
+    if hidden is None or q_in is None or q_state is None or q_cell is None or q_out is None:
+        return None
+    exponent = _log2_if_pot(float(np.float32(q_cell.s)))
+    if exponent is None:
+        return None
+    cifg, peephole = at(1) is None, at(11) is not None
+    layer_norm, projection = at(21) is not None, at(16) is not None
+    gate_scales = [np.float32(2.0 ** -12)] * 4
+    if layer_norm:
+        gate_q = [quant_of(v) for v in intermediates[:4]]
+        if any(q is None for q in gate_q):
+            return None
+        gate_scales = [np.float32(q.s) for q in gate_q]  # type: ignore[union-attr]
+    s_in, s_state = np.float32(q_in.s), np.float32(q_state.s)
+    cell_clip = float(node.attr("cell_clip", 0.0) or 0.0)
+    proj_clip = float(node.attr("proj_clip", 0.0) or 0.0)
+    params: Params = {
+        "input_zero_point": q_in.zp, "output_state_zero_point": q_state.zp, "output_zero_point": q_out.zp,
+        "use_cifg": cifg, "use_peephole": peephole, "use_layer_norm": layer_norm, "use_projection": projection,
+        "gate_scales": [float(v) for v in gate_scales], "cell_exponent": exponent,
+        "time_major": bool(node.attr("time_major", False)) if node.op != "LSTM" else True,
+        "quantized_cell_clip": int(np.trunc(np.clip(np.float32(cell_clip) / np.float32(q_cell.s), -32768, 32767)))
+        if cell_clip > 0 else 0,
+        "quantized_proj_clip": int(np.trunc(np.clip(np.float32(proj_clip) / np.float32(q_out.s), -128, 127)))
+        if proj_clip > 0 else 0,
+        "hidden_zero_point": hidden.zp,
+    }
+    params["hidden_multiplier"], params["hidden_shift"] = _mult(
+        float(np.float32(2.0 ** -15 / _f64(hidden.s) * 2.0 ** -15)))
+    for g, gate in enumerate(_GATES):
+        if cifg and g == 0:
+            continue
+        w_in, w_rec = at(1 + g), at(5 + g)
+        if w_in is None or w_rec is None or w_in.const is None or w_rec.const is None:
+            return None
+        for kind, index, other in (("input", 1 + g, s_in), ("recurrent", 5 + g, s_state)):
+            m, s = _mult(float(np.float32(np.float32(scale(index) * other) / gate_scales[g])))
+            params[f"{kind}_to_{gate}_multiplier"], params[f"{kind}_to_{gate}_shift"] = m, s
+        bias = at(12 + g)
+        base = bias.const.numpy().astype(np.int64) if bias is not None and bias.const is not None and not layer_norm \
+            else np.zeros(w_in.shape[0], np.int64)  # type: ignore[index]
+        rows_in = w_in.const.numpy().astype(np.int64).sum(axis=1)
+        rows_rec = w_rec.const.numpy().astype(np.int64).sum(axis=1)
+        params[f"input_to_{gate}_effective_bias"] = (base - q_in.zp * rows_in).astype(np.int32)
+        params[f"recurrent_to_{gate}_effective_bias"] = (-q_state.zp * rows_rec).astype(np.int32)
+        if peephole and not (cifg and g == 0) and g != 2:
+            p_index = 9 + (0, 1, None, 2)[g]  # type: ignore[operator]
+            params[f"cell_to_{gate}_multiplier"], params[f"cell_to_{gate}_shift"] = _mult(
+                float(np.float32(2.0 ** exponent * _f64(scale(p_index)) / float(gate_scales[g]))))
+        if layer_norm:
+            s_ln = scale(20 + g)
+            params[f"layer_norm_{gate}_multiplier"], params[f"layer_norm_{gate}_shift"] = _mult(_f64(s_ln))
+            params[f"{gate}_variance_guard"] = max(1, int(np.float32(10000) * s_ln))
+    if projection:
+        w = at(16)
+        if w is None or w.const is None:
+            return None
+        params["projection_multiplier"], params["projection_shift"] = _mult(
+            float(np.float32(np.float32(scale(16) * np.float32(hidden.s)) / s_state)))
+        bias = at(17)
+        base = bias.const.numpy().astype(np.int64) if bias is not None and bias.const is not None \
+            else np.zeros(w.const.numpy().shape[0], np.int64)
+        params["projection_effective_bias"] = (base + hidden.zp * w.const.numpy().astype(np.int64).sum(axis=1)
+                                               ).astype(np.int32)
+    return params
