@@ -195,17 +195,28 @@ def test_shape_of_a_placeholder_with_a_static_shape_is_folded_as_tensorflow_does
     assert not by_name(model, "sx").control_inputs
 
 
-def test_nodes_nobody_reads_keep_their_value_and_name_and_lone_noops_stay() -> None:
+def _unread_graph() -> Model:
     b = TfBuilder()
     x = b.placeholder("x", (2,))
     b.op("Mul", "unread", b.op("Neg", "neg", b.const("c", f32(1, 2))), b.const("d", f32(3, 4)))
     b.node("NoOp", "init", [], control=[b.op("Neg", "neg2", b.const("e", f32(1))).producer])
     b.op("Identity", "y", x)
-    model = b.model()
-    fold(model, outputs=["y"])
+    return b.model()
+
+
+def test_without_outputs_nodes_nobody_reads_keep_their_value_and_name_and_lone_noops_stay() -> None:
+    model = _unread_graph()
+    fold(model)
     assert ops_of(model) == ["Const", "Identity", "NoOp", "Placeholder"]
     assert value_of(model, "unread").tolist() == [-3, -8]
     assert not by_name(model, "init").control_inputs  # it waited on a constant: on nothing
+
+
+def test_with_outputs_what_they_do_not_need_goes() -> None:
+    model = _unread_graph()
+    result = fold(model, inputs=["x"], outputs=["y"])
+    assert ops_of(model) == ["Identity", "Placeholder"]
+    assert result.stats["unused_nodes_removed"] == 2  # the folded "unread" and the NoOp
 
 
 def test_multi_output_nodes_fold_each_read_output() -> None:

@@ -91,3 +91,20 @@ def test_flatten_atrous_conv_refuses_crops_beyond_padding() -> None:
     got, report = ours(build(fn), "flatten_atrous_conv", ["x"], ["out"])
     assert not report.steps[0].changed and ops(got)["SpaceToBatchND"] == 1
     assert any("negative effective padding" in n for n in notes(report))
+
+
+def test_fold_flatten_fold_leaves_what_the_original_leaves() -> None:
+    weights = RNG.standard_normal((3, 3, 3, 4)).astype(np.float32)
+
+    def fn() -> None:
+        x = v1.placeholder(tf.float32, (1, 16, 16, 3), name="x")
+        y = tf.nn.atrous_conv2d(x, tf.constant(weights, name="w"), rate=2, padding="SAME")
+        tf.identity(y, name="out")
+    data = build(fn)
+    pipeline = "fold_constants flatten_atrous_conv fold_constants"
+    got, _ = ours(data, pipeline, ["x"], ["out"])
+    want = theirs(data, pipeline, ["x"], ["out"])
+    assert sorted(nodes(got)) == sorted(nodes(want)) == ["convolution/BatchToSpaceND", "out", "w", "x"]
+    assert ops(got) == ops(want)
+    feeds = {"x": RNG.standard_normal((1, 16, 16, 3)).astype(np.float32)}
+    assert_same_outputs(data, got, feeds, ["out"], rtol=1e-4, atol=1e-4)

@@ -15,7 +15,9 @@ folded, how control edges are kept and what is left alone is described in
 :mod:`graphwright.transforms.fold._fold_tf`: in short, a folded value keeps its node's
 name, inherits the control inputs of the folded sub-graph (as TensorFlow's constant
 folding does), ops without a kernel and evaluations TF would refuse are left in place
-and listed in the notes, and no result over ``max_constant_size_in_bytes`` is made.
+and listed in the notes, and no result over ``max_constant_size_in_bytes`` is made.  Then, as in the original tool,
+when the outputs are named, every node that neither the outputs nor the inputs depend on
+(through data or control edges) is removed: dead branches, and constants nothing reads.
 
 Parameters are the Graph Transform Tool's: ``clear_output_shapes`` (drop the stale
 ``_output_shapes`` attributes, default true), ``exclude_op``/``exclude_node`` (never fold
@@ -31,9 +33,10 @@ are named in one warning line per limit.
 Differences from the original tool, on purpose: a folded node keeps its name (the
 original names it ``<name>/_<k>__cf__<k>``); graph outputs computed from constants are
 folded too; ``NoOp``s that only wait on constants go, and the nodes waiting on them wait
-on nothing (the original keeps every ``Identity`` such a ``NoOp`` depends on); nodes
-unreachable from the outputs are not stripped here (the original runs a strip at the
-end; use ``strip_unused_nodes``); with the NumPy kernels, intermediate values are bounded by
+on nothing (the original keeps every ``Identity`` such a ``NoOp`` depends on); when the
+outputs are not named (``--outputs``) nothing is stripped, as guessed outputs would take init
+``NoOp``s and savers with them (the original refuses to run without outputs);
+with the NumPy kernels, intermediate values are bounded by
 ``max_constant_size_in_bytes`` too (the original bounds only the values it writes), so a
 tiny graph cannot expand to gigabytes while folding.
 
@@ -49,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...errors import TransformError
-from ...ir import Model, constant_value
+from ...ir import Graph, Model, ancestors, constant_value
 from ...runtime import numpy_tf
 from ..context import TransformContext
 from ..registry import TransformResult, transform
@@ -126,6 +129,7 @@ def fold_constants(
     options = FoldOptions(frozenset(exclude_op or ()), frozenset(exclude_node or ()), max_constant_size_in_bytes,
                           budget)
     outcome = folder(model, options, backend)
+    unused = _remove_unused(model.graph) if ctx.outputs else 0
     for warning in _warnings(outcome, options):
         ctx.warn(warning)
     stats = {
@@ -138,8 +142,9 @@ def fold_constants(
         "not_evaluated": sum(outcome.unsupported.values()) + len(outcome.failures) + len(outcome.too_large)
         + len(outcome.over_budget),
         "peak_bytes": outcome.peak_bytes,
+        "unused_nodes_removed": unused,
     }
-    return TransformResult(bool(outcome.nodes_folded or cleared), stats, _notes(outcome, options))
+    return TransformResult(bool(outcome.nodes_folded or cleared or unused), stats, _notes(outcome, options))
 
 
 def _fold_onnx(model: Model, ctx: TransformContext, exclude_op: list[str] | None, exclude_node: list[str] | None,
@@ -151,6 +156,15 @@ def _fold_onnx(model: Model, ctx: TransformContext, exclude_op: list[str] | None
     if backend not in ("numpy", "onnxruntime"):
         raise TransformError(f"fold_constants: backend={backend!r} does not apply to ONNX; use onnxruntime")
     return onnx_fold_constants(model, ctx, size_limit=max_bytes, fold_budget=fold_budget)
+
+
+def _remove_unused(graph: Graph) -> int:
+    """Remove the nodes neither the graph outputs nor the inputs depend on (data or control edges), as the
+    original tool does after folding.  O(N + E)."""
+    keep = ancestors([*graph.outputs, *graph.inputs])
+    doomed = [node for node in graph if node not in keep]
+    graph.remove(doomed)
+    return len(doomed)
 
 
 def _clear_output_shapes(model: Model) -> int:
