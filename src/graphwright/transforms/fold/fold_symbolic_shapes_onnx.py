@@ -1,197 +1,356 @@
-"""fold_symbolic_shapes: constant Reshape/Expand targets from shape glue whose dims are symbolic.
+"""fold_symbolic_shapes: run-time shape glue folded with partial shape knowledge (dynamic dims kept dynamic).
 
 Before::  s = Shape(h[B, S, 64]); b = Unsqueeze(Gather(s, 0), [0]); q = Unsqueeze(Gather(s, 1), [0])
           t = Concat(b, q, [-1], [16]); y = Reshape(h2[B, S, 64], t)
 After::   y = Reshape(h2, [0, 0, -1, 16])      (the glue goes when nothing else reads it)
 
-Exporters compute shapes at run time from ``Shape`` when dims are dynamic, so
-constant folding cannot remove that glue.  This pass evaluates 1-D integer
-glue *symbolically*: each element is an int or a dim symbol taken from the
-inferred shapes (``B``, ``S``; ONNX names unknown dims ``unk__N``; the same
-symbol is the same size, an unnamed dim is equal to nothing).  It follows
-Shape (start/end), Gather with constant indices, Unsqueeze/Squeeze/Reshape
-between scalars and 1-element vectors, Concat, Cast to integers, Identity,
-Slice with constant bounds, and ``Where(Equal(v, c), a, v)`` (a dim is never
-negative, so ``Equal(dim, -1)`` is false: torch's ``expand(-1)`` glue).
+Exporters compute shapes at run time from ``Shape`` when any dim is dynamic, so
+constant folding cannot remove that glue.  This pass walks every graph with the
+partial-shape lattice of ``_shape_lattice.py``: every value's shape as known ints
+and symbolic dims (dim parameters and expressions over them: ``B*S``, ``W/4``),
+and the contents of small integer tensors as such elements (see that module for
+the operators it follows).  Then, node by node:
 
-A ``Reshape(x, v)`` (``allowzero`` 0) whose target elements are all known
-becomes ``Reshape(x, c)``: ints as they are; a symbol that ``x`` has at the
-same position becomes ``0`` (copy that dim); one other symbol becomes ``-1``.
-An ``Expand(x, v)`` gets ``c`` with ``1`` wherever the symbol is the dim ``x``
-already has at that (right-aligned) position.  Anything else is left alone.
+* **constant**: an integer/bool tensor of rank 0 or 1 whose elements are all known
+  becomes an initializer (``Gather(Shape(x), 1)`` where dim 1 is static; a
+  ``Concat``/``ConstantOfShape`` shape whose dynamic parts turned out static);
+* **same vector**: two values of one dtype and rank with equal elements are one
+  value (``N*1``, ``x/1``, ``Where(Equal(s, -1), 1, s)``, a second copy of
+  the same glue); the later one's readers read the earlier one;
+* **one Shape slice**: a 1-D value whose elements are dims ``i..j`` of one value
+  ``x`` becomes ``Shape(x, start=i, end=j)`` (``Concat`` of a shape's own pieces,
+  ``Unsqueeze(Gather(Shape(x), i))``); opset >= 15, or the whole shape;
+* **regrouped Concat**: a ``Concat`` of dims, constants and other pieces is
+  rebuilt from one ``Shape`` slice per run of consecutive dims of one value
+  and one constant per run of ints, when that needs fewer computed inputs;
+* **Reshape/Expand targets** (``allowzero`` 0, or 1 without literal zeros)
+  whose elements are known become constants: ints as they are, a dim the input
+  has at the same position ``0`` (copy), a dim whose output size is a known int
+  that int, one other dim ``-1``; an ``Expand`` gets ``1`` where the input
+  already has the dim;
+* **zero RNN state**: an ``initial_h``/``initial_c`` of LSTM/GRU/RNN made of
+  zeros (``ConstantOfShape`` of 0, ``Expand`` of a 0, sliced or reshaped) is
+  dropped: zero is the operator's default;
+* **Transpose of unit dims**: a ``Transpose`` that moves only dims of size 1
+  (the other dims keep their order) is a ``Reshape``.
 
-Two values of the same dtype and rank with the same elements are the same
-vector: readers of the later one read the earlier one (e.g. ``Concat`` of
-every ``Gather(Shape(x), i)`` in order is ``Shape(x)``, and torch's
-``Where(Equal(s, -1), 1, s)`` is ``s``), and the glue that made it goes.
-All graphs; O(N + E) (vectors are shape-sized).
+Nothing depends on the values of dynamic dims: an element is folded only when it
+is the same for every input, so the model's dynamic behaviour is unchanged (the
+tests run each fold at two or more sizes of every dynamic dim).  All graphs,
+subgraphs included; O(N + E) (vectors are shape-sized).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Model, Node, Value, topological_order
-from .._onnx import Names, all_graphs, const_array, is_standard, new_initializer
+from ...ir import Attr, DType, Graph, Model, Node, Value, constant_value, topological_order
+from .._onnx import Names, all_graphs, bypass, const_array, is_standard, new_initializer, opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from ._shape_lattice import Elem, Expr, Lattice, is_int
 
 __all__ = ["fold_symbolic_shapes"]
 
-#: One element of a shape vector: a size, a dim symbol, or an opaque unknown.
-Elem = object
-_MAX_LEN = 64
+_INT_DTYPES = {DType.INT64, DType.INT32, DType.INT16, DType.INT8, DType.UINT8, DType.UINT16, DType.UINT32,
+               DType.UINT64, DType.BOOL}
+#: Recurrent ops and the inputs holding their initial states.
+_STATE_INPUTS = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}
+#: Ops that pass zeros through (a slice, reshape or copy of zeros is zeros).
+_ZERO_KEEPING = frozenset({"Slice", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Transpose", "Flatten",
+                           "Expand", "Tile", "Gather"})
 
 
-class _Unknown:
-    """A dim nothing else is known to equal."""
+class _Folder:
+    def __init__(self, model: Model) -> None:
+        self.names = Names(model)
+        self.lattice = Lattice()
+        self.shape_attrs = opset_version(model, default=0) >= 15
+        self.stats = dict.fromkeys(("constants", "vectors_merged", "shape_slices", "concats_regrouped",
+                                    "targets_folded", "rnn_states_dropped", "transposes_to_reshape"), 0)
 
-    __slots__ = ()
+    # ----- helpers -----------------------------------------------------------------------------
+    def _rank(self, value: Value) -> int | None:
+        if value.shape is not None:
+            return len(value.shape)
+        return 0 if value in self.lattice.scalar else None
 
+    def _const(self, graph: Graph, elems: list[Elem], dtype: DType, scalar: bool, base: str) -> Value:
+        np_dtype = np.bool_ if dtype is DType.BOOL else dtype.numpy
+        array = np.asarray([bool(e) if dtype is DType.BOOL else int(e) for e in elems], dtype=np_dtype)
+        return new_initializer(graph, array.reshape(()) if scalar else array, base, self.names)
 
-def _dims(value: Value) -> list[Elem] | None:
-    if value.shape is None:
-        return None
-    return [d if isinstance(d, (int, str)) else _Unknown() for d in value.shape]
+    def _sources(self, graph: Graph, value: Value) -> None:
+        shape = self.lattice.shape(value)
+        if shape is None:
+            return
+        for i, e in enumerate(shape):
+            if isinstance(e, Expr):
+                self.prov.setdefault(e, []).append((value, i))
 
+    def _shape_run(self, elems: list[Elem], k: int) -> tuple[Value, int, int] | None:
+        """The longest run of ``elems`` from ``k`` that is dims ``i..j`` of one value: (value, i, j)."""
+        best: tuple[Value, int, int] | None = None
+        for value, i in self.prov.get(elems[k], ()) if isinstance(elems[k], Expr) else ():
+            shape = self.lattice.shape(value)
+            if shape is None:
+                continue
+            n = 1
+            while k + n < len(elems) and i + n < len(shape) and shape[i + n] == elems[k + n]:
+                n += 1
+            if (i + n != len(shape) or i != 0) and not self.shape_attrs:
+                continue
+            if best is None or n > best[2] - best[1]:
+                best = (value, i, i + n)
+        return best
 
-class _Eval:
-    def __init__(self) -> None:
-        self.vectors: dict[Value, list[Elem]] = {}
-        self.scalars: set[Value] = set()  # vectors that are 0-d scalars of one element
-        self.seen: dict[tuple[object, ...], Value] = {}  # (dtype, scalar, elements) -> first value
+    def _shape_node(self, graph: Graph, anchor: Node, source: Value, start: int, end: int) -> Value:
+        rank = len(self.lattice.shape(source) or ())
+        attrs: dict[str, Attr] = {}
+        if start:
+            attrs["start"] = Attr.int(start)
+        if end != rank:
+            attrs["end"] = Attr.int(end)
+        name = self.names.fresh(f"{source.name}_shape_{start}_{end}")
+        node = Node("Shape", [source], dialect="onnx", name=name, attrs=attrs,
+                    outputs=[Value(name, DType.INT64, (end - start,))])
+        graph.insert_before(anchor, node)
+        self.lattice.visit(node)
+        return node.output
 
-    def get(self, value: Value | None) -> list[Elem] | None:
-        if value is None:
-            return None
-        found = self.vectors.get(value)
-        if found is not None:
-            return found
-        array = const_array(value)
-        if array is None or array.dtype.kind not in "iu" or array.ndim > 1 or array.size > _MAX_LEN:
-            return None
-        if array.ndim == 0:
-            self.scalars.add(value)
-        return [int(x) for x in array.reshape(-1)]
+    # ----- the walk ----------------------------------------------------------------------------
+    def run_graph(self, graph: Graph) -> None:
+        self.prov: dict[Expr, list[tuple[Value, int]]] = {}
+        self.seen: dict[tuple[object, ...], Value] = {}
+        for value in graph.inputs:
+            self._sources(graph, value)
+        for node in topological_order(graph):
+            if not is_standard(node):
+                continue
+            self.lattice.visit(node)
+            if node.op == "Shape" and node.inputs and node.inputs[0] is not None:
+                self._sources(graph, node.inputs[0])
+            self._targets(graph, node)
+            self._rnn_state(node)
+            if self._transpose(graph, node):
+                continue
+            if len(node.outputs) == 1 and node.op != "Constant":
+                self._vector(graph, node)
 
-    def visit(self, node: Node) -> Value | None:
-        """Evaluate ``node``; returns an earlier value holding the same vector, if there is one."""
-        out = self._evaluate(node)
-        if out is None or len(out) > _MAX_LEN or len(node.outputs) != 1:
-            return None
-        value = node.output
-        self.vectors[value] = out
-        if value.dtype is None or value.shape is None or len(value.shape) > 1:
-            return None
-        key = (value.dtype, len(value.shape), tuple(out))
-        first = self.seen.setdefault(key, value)
-        return first if first is not value else None
+    def _vector(self, graph: Graph, node: Node) -> None:
+        out = node.output
+        elems = self.lattice._elems.get(out)
+        if elems is None or out.dtype not in _INT_DTYPES:
+            return
+        rank = self._rank(out)
+        if rank is None or rank > 1 or (rank == 0 and len(elems) != 1):
+            return
+        if out.shape is not None and rank == 1 and is_int(out.shape[0]) and out.shape[0] != len(elems):
+            return  # the lattice and ONNX disagree: leave it
+        if out.is_graph_output or not out.num_uses:
+            return
+        is_bool = out.dtype is DType.BOOL
+        if all((isinstance(e, bool) if is_bool else is_int(e)) for e in elems):
+            const = self._const(graph, elems, out.dtype, rank == 0, f"{node.name or node.op}_folded")
+            out.replace_all_uses_with(const, graph_outputs=False)
+            self.stats["constants"] += 1
+            return
+        key = (out.dtype, rank, tuple(elems))
+        first = self.seen.setdefault(key, out)
+        if first is not out:
+            out.replace_all_uses_with(first, graph_outputs=False)
+            self.stats["vectors_merged"] += 1
+            return
+        if rank != 1 or out.dtype is not DType.INT64 or not elems:
+            return
+        if node.op != "Shape":
+            run = self._shape_run(elems, 0)
+            if run is not None and run[2] - run[1] == len(elems):
+                new = self._shape_node(graph, node, *run)
+                out.replace_all_uses_with(new, graph_outputs=False)
+                self.seen[key] = new
+                self.stats["shape_slices"] += 1
+                return
+        if node.op == "Concat":
+            self._regroup(graph, node, elems)
 
-    def _evaluate(self, node: Node) -> list[Elem] | None:
-        op, ins = node.op, node.inputs
-        if op == "Shape" and ins and ins[0] is not None:
-            dims = _dims(ins[0])
-            if dims is None:
-                return None
-            n = len(dims)
-            start = int(node.attr("start", 0))
-            end = node.attr("end")
-            lo = max(0, min(n, start + n if start < 0 else start))
-            hi = n if end is None else max(0, min(n, int(end) + n if int(end) < 0 else int(end)))
-            return dims[lo:hi]
-        data = self.get(ins[0]) if ins else None
-        if data is None:
-            return None
-        if op in ("Identity", "Cast") and (op == "Identity" or node.attr("to") in (6, 7)):
-            self._same_rank(node, ins[0])
-            return data
-        if op == "Gather" and len(ins) == 2:
-            idx = const_array(ins[1])
-            if idx is None or idx.ndim > 1 or int(node.attr("axis", 0)) != 0:
-                return None
-            picked = []
-            for i in idx.reshape(-1).tolist():
-                if not -len(data) <= i < len(data):
-                    return None
-                picked.append(data[i])
-            if idx.ndim == 0:
-                self.scalars.add(node.output)
-            return picked
-        if op in ("Unsqueeze", "Squeeze", "Reshape"):
-            return data if len(data) == 1 else None
-        if op == "Concat":
-            parts = [self.get(v) for v in ins]
-            if any(p is None for p in parts):
-                return None
-            return [e for p in parts for e in p]  # type: ignore[union-attr]
-        if op == "Slice" and len(ins) >= 3:
-            bounds = [const_array(v) if v is not None else None for v in ins[1:]]
-            if bounds[0] is None or bounds[1] is None or any(b is None for b, v in zip(bounds, ins[1:]) if v is not None):
-                return None
-            step = int(bounds[3].reshape(-1)[0]) if len(bounds) > 3 and bounds[3] is not None else 1
-            return data[slice(int(bounds[0].reshape(-1)[0]), int(bounds[1].reshape(-1)[0]), step)]
-        if op == "Equal" and len(ins) == 2:
-            other = self.get(ins[1])
-            if other is None:
-                return None
-            return _equal(data, other)
-        if op == "Where" and len(ins) == 3:
-            a, b = self.get(ins[1]), self.get(ins[2])
-            if a is None or b is None or not all(isinstance(c, bool) for c in data):
-                return None
-            n = max(len(data), len(a), len(b))
-            if any(len(v) not in (1, n) for v in (data, a, b)):
-                return None
-            pick = [(a if data[i if len(data) > 1 else 0] else b) for i in range(n)]
-            return [p[i if len(p) > 1 else 0] for i, p in enumerate(pick)]
-        return None
+    def _regroup(self, graph: Graph, node: Node, elems: list[Elem]) -> None:
+        """Rebuild a Concat from Shape slices, constant runs and (aligned) original inputs."""
+        spans: list[tuple[int, int, Value]] = []
+        k = 0
+        for v in node.inputs:
+            e = self.lattice.elems(v)
+            if v is None or e is None:
+                return
+            spans.append((k, k + len(e), v))
+            k += len(e)
+        starts = {s: (end, v) for s, end, v in spans}
+        pieces: list[tuple[str, object]] = []
+        k = 0
+        while k < len(elems):
+            if is_int(elems[k]):
+                j = k
+                while j < len(elems) and is_int(elems[j]):
+                    j += 1
+                pieces.append(("const", elems[k:j]))
+                k = j
+                continue
+            run = self._shape_run(elems, k)
+            if run is not None:
+                pieces.append(("shape", run))
+                k += run[2] - run[1]
+                continue
+            if k in starts and not self.lattice.is_scalar(starts[k][1]):
+                end, v = starts[k]
+                pieces.append(("keep", v))
+                k = end
+                continue
+            return
+        computed = sum(1 for v in node.inputs if v is not None and const_array(v) is None)
+        made = sum(1 for kind, _ in pieces if kind == "shape")
+        kept = sum(1 for kind, v in pieces if kind == "keep" and const_array(v) is None)  # type: ignore[arg-type]
+        if made + kept >= computed:
+            return
+        inputs: list[Value] = []
+        for kind, what in pieces:
+            if kind == "const":
+                inputs.append(self._const(graph, what, DType.INT64, False, f"{node.name or 'Concat'}_part"))  # type: ignore[arg-type]
+            elif kind == "shape":
+                inputs.append(self._shape_node(graph, node, *what))  # type: ignore[misc]
+            else:
+                inputs.append(what)  # type: ignore[arg-type]
+        node.set_inputs(inputs)
+        self.stats["concats_regrouped"] += 1
 
-    def _same_rank(self, node: Node, source: Value | None) -> None:
-        if source is not None and source in self.scalars:
-            self.scalars.add(node.output)
-
-
-def _equal(a: list[Elem], b: list[Elem]) -> list[Elem] | None:
-    n = max(len(a), len(b))
-    if len(a) not in (1, n) or len(b) not in (1, n):
-        return None
-    out: list[Elem] = []
-    for i in range(n):
-        x, y = a[i if len(a) > 1 else 0], b[i if len(b) > 1 else 0]
-        if isinstance(x, int) and isinstance(y, int):
-            out.append(x == y)
-        elif (isinstance(x, int) and x < 0) or (isinstance(y, int) and y < 0):
-            out.append(False)  # a dim is never negative
+    def _targets(self, graph: Graph, node: Node) -> None:
+        if node.op not in ("Reshape", "Expand") or len(node.inputs) != 2 or node.inputs[0] is None:
+            return
+        shape_in = node.inputs[1]
+        if shape_in is None or shape_in.producer is None or const_array(shape_in) is not None:
+            return
+        elems = self.lattice.elems(shape_in)
+        x = self.lattice.shape(node.inputs[0])
+        if elems is None:
+            return
+        if node.op == "Reshape":
+            target = _reshape_target(x, elems, self.lattice.shape(node.output), bool(node.attr("allowzero", 0)))
         else:
-            return None
-    return out
+            target = _expand_target(x, elems)
+        if target is None:
+            return
+        const = new_initializer(graph, np.asarray(target, dtype=np.int64), f"{node.name or node.op}_shape", self.names)
+        node.replace_input(1, const)
+        if node.op == "Reshape" and node.attr("allowzero", 0) and 0 in target:
+            node.attrs["allowzero"] = Attr.int(0)  # the zeros are copies now (no literal zero was there)
+        self.stats["targets_folded"] += 1
+
+    def _rnn_state(self, node: Node) -> None:
+        for index in _STATE_INPUTS.get(node.op, ()):
+            if index < len(node.inputs) and node.inputs[index] is not None and _zeros(node.inputs[index]):
+                node.replace_input(index, None)
+                self.stats["rnn_states_dropped"] += 1
+        if node.op in _STATE_INPUTS:
+            inputs = list(node.inputs)
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            if len(inputs) != len(node.inputs):
+                node.set_inputs(inputs)
+
+    def _transpose(self, graph: Graph, node: Node) -> bool:
+        if node.op != "Transpose" or not node.inputs or node.inputs[0] is None:
+            return False
+        x = self.lattice.shape(node.inputs[0])
+        perm = node.attr("perm")
+        if x is None or perm is None or sorted(int(p) for p in perm) != list(range(len(x))):
+            return False
+        perm = [int(p) for p in perm]
+        moved = [p for p in perm if x[p] != 1]
+        if moved != sorted(moved) or perm == list(range(len(x))):
+            return False
+        target: list[int] = []
+        for j, p in enumerate(perm):
+            e = x[p]
+            if is_int(e):
+                if e == 0:
+                    return False
+                target.append(int(e))
+            elif j < len(x) and x[j] == e:
+                target.append(0)
+            else:
+                target.append(-1)
+        if target.count(-1) > 1 or any(isinstance(e, bool) for e in x):
+            return False
+        const = new_initializer(graph, np.asarray(target, dtype=np.int64), f"{node.name or 'Transpose'}_shape",
+                                self.names)
+        reshape = Node("Reshape", [node.inputs[0], const], dialect="onnx", name=node.name,
+                       outputs=[Value(self.names.fresh(f"{node.output.name}_reshaped"), node.output.dtype,
+                                      node.output.shape)])
+        graph.insert_before(node, reshape)
+        if not bypass(node, reshape.output):
+            graph.remove(reshape)
+            return False
+        self.lattice.visit(reshape)
+        self.stats["transposes_to_reshape"] += 1
+        return True
 
 
-def _reshape_target(x: Value, elems: list[Elem]) -> list[int] | None:
+def _zeros(value: Value | None, depth: int = 0) -> bool:
+    """Whether ``value`` is all zeros whatever the inputs (a bounded walk through zero-keeping ops)."""
+    if value is None or depth > 8:
+        return False
+    if value.producer is None or value.producer.op == "Constant":
+        if value.is_graph_input:
+            return False
+        tensor = constant_value(value)
+        if tensor is None or tensor.dtype.numpy is None or tensor.size > (1 << 16):
+            return False
+        return not np.any(tensor.numpy())
+    node = value.producer
+    if not is_standard(node) or value is not node.outputs[0]:
+        return False
+    if node.op == "ConstantOfShape":
+        fill = node.attr("value")
+        return fill is None or not np.any(fill.numpy())
+    if node.op in _ZERO_KEEPING:
+        return _zeros(node.inputs[0] if node.inputs else None, depth + 1)
+    return False
+
+
+def _reshape_target(x: list[Elem] | None, elems: list[Elem], out: list[Elem] | None,
+                    allowzero: bool) -> list[int] | None:
+    if allowzero and any(is_int(e) and e == 0 for e in elems):
+        return None
     target: list[int] = []
     for j, e in enumerate(elems):
         if isinstance(e, bool):
             return None
-        if isinstance(e, int):
-            target.append(e)
-        elif isinstance(e, str) and x.shape is not None and j < len(x.shape) and x.shape[j] == e:
+        if is_int(e):
+            target.append(int(e))
+        elif x is not None and j < len(x) and x[j] == e:
             target.append(0)
+        elif out is not None and j < len(out) and is_int(out[j]):
+            target.append(int(out[j]))
         else:
             target.append(-1)
+    if target.count(-1) > 1 and out is not None and len(out) == len(target):
+        # an original -1 whose output size is known: that size, so a symbolic dim can take the -1
+        for j, e in enumerate(elems):
+            if is_int(e) and e == -1 and is_int(out[j]) and target.count(-1) > 1:
+                target[j] = int(out[j])  # type: ignore[arg-type]
     if target.count(-1) > 1 or any(t < -1 for t in target):
         return None
     return target
 
 
-def _expand_target(x: Value, elems: list[Elem]) -> list[int] | None:
-    if x.shape is None:
+def _expand_target(x: list[Elem] | None, elems: list[Elem]) -> list[int] | None:
+    if x is None:
         return None
-    offset = len(elems) - len(x.shape)
+    offset = len(elems) - len(x)
     target: list[int] = []
     for j, e in enumerate(elems):
-        if isinstance(e, int) and not isinstance(e, bool):
-            target.append(e)
-        elif isinstance(e, str) and 0 <= j - offset < len(x.shape) and x.shape[j - offset] == e:
+        if is_int(e):
+            target.append(int(e))
+        elif isinstance(e, Expr) and 0 <= j - offset < len(x) and x[j - offset] == e:
             target.append(1)
         else:
             return None
@@ -200,32 +359,9 @@ def _expand_target(x: Value, elems: list[Elem]) -> list[int] | None:
 
 @transform("fold_symbolic_shapes", dialects={"onnx"})
 def fold_symbolic_shapes(model: Model, ctx: TransformContext) -> TransformResult:
-    """Replace Reshape/Expand targets computed from dynamic shapes by constants where dims match."""
-    names = Names(model)
-    rewritten = merged = 0
+    """Fold run-time shape glue with partial shape knowledge (see the module docstring)."""
+    folder = _Folder(model)
     for graph in all_graphs(model):
-        evaluator = _Eval()
-        for node in topological_order(graph):
-            if not is_standard(node):
-                continue
-            if node.op in ("Reshape", "Expand") and len(node.inputs) == 2 and node.inputs[0] is not None:
-                shape_in = node.inputs[1]
-                if shape_in is not None and shape_in.producer is not None and const_array(shape_in) is None:
-                    elems = evaluator.get(shape_in)
-                    if elems is not None:
-                        if node.op == "Reshape" and not node.attr("allowzero", 0):
-                            target = _reshape_target(node.inputs[0], elems)
-                        elif node.op == "Expand":
-                            target = _expand_target(node.inputs[0], elems)
-                        else:
-                            target = None
-                        if target is not None:
-                            const = new_initializer(graph, np.asarray(target, dtype=np.int64),
-                                                    f"{node.name or node.op}_shape", names)
-                            node.replace_input(1, const)
-                            rewritten += 1
-            same = evaluator.visit(node)
-            if same is not None and not node.output.is_graph_output:
-                node.output.replace_all_uses_with(same, graph_outputs=False)
-                merged += 1
-    return TransformResult(bool(rewritten or merged), {"targets_folded": rewritten, "vectors_merged": merged})
+        folder.run_graph(graph)
+    stats = folder.stats
+    return TransformResult(any(stats.values()), stats)

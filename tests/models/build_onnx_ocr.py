@@ -1,0 +1,234 @@
+"""ONNX text recognizers and sequence models with a dynamic width / sequence, exported from torch.
+
+The models whose run-time shape glue (``Shape -> Gather -> Unsqueeze -> Concat``,
+``ConstantOfShape`` of a partly dynamic shape) ``fold_symbolic_shapes`` must fold:
+
+* ``crnn_*``: CNN -> collapse the height -> ``reshape(b, c*h, w).permute`` by the
+  dynamic width -> bidirectional LSTM -> CTC head (log-softmax), batch 1 as OCR
+  recognizers are usually exported, width dynamic;
+* ``svtr_*``: SVTR-style: conv patch embedding -> flatten -> attention blocks whose
+  q/k/v reshapes read ``B, N, C = x.shape`` -> back to NCHW -> height pooling -> CTC
+  head; batch and width dynamic;
+* ``gru_*``: a sequence model (embedding-free): GRU over ``x.view(b*t, -1)``-style
+  glue, batch and sequence dynamic;
+* ``lstm_loop_ts``: an LSTM cell stepped by a TorchScript ``for`` loop (an ONNX
+  ``Loop`` carrying state) over a dynamic sequence.
+
+``_ts`` models come from the TorchScript exporter (``dynamo=False``, opset 17, no
+constant folding), ``_dynamo`` ones from ``torch.onnx.export(..., dynamo=True)``
+(opset 18).  Weights are random, and BatchNorm statistics, norms and biases are
+randomized (default initialisations flatter node counts).  Each build checks
+onnxruntime against torch at two widths / sequence lengths.
+
+Runs inside a build subprocess (see ``_cache.py``); imports torch.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from torch import nn
+
+from ._info import ModelInfo, save_reference
+from ._torch_common import onnx_facts, randomize_norms_and_biases
+
+BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
+
+NAMES = ("crnn_ts", "crnn_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
+SEED = 0
+ATOL = 1e-4
+HEIGHT = 32
+CLASSES = 37
+
+
+def _conv_bn(cin: int, cout: int, stride: int | tuple[int, int] = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout),
+                         nn.ReLU())
+
+
+class CRNN(nn.Module):
+    """CNN (height 32 -> 1, width /4) -> BiLSTM -> CTC head; output [W/4, B, classes]."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cnn = nn.Sequential(
+            _conv_bn(3, 16), nn.MaxPool2d(2, 2),
+            _conv_bn(16, 32), nn.MaxPool2d(2, 2),
+            _conv_bn(32, 48), nn.MaxPool2d((2, 1), (2, 1)),
+            _conv_bn(48, 64), nn.MaxPool2d((4, 1), (4, 1)),
+        )
+        self.rnn = nn.LSTM(64, 48, bidirectional=True)
+        self.head = nn.Linear(96, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.cnn(x)
+        b, c, h, w = f.shape
+        f = f.reshape(b, c * h, w).permute(2, 0, 1)  # [T, B, C]
+        seq, _ = self.rnn(f)
+        t, b2, hidden = seq.shape
+        logits = self.head(seq.reshape(t * b2, hidden)).reshape(t, b2, -1)
+        return logits.log_softmax(2)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, dim * 3)
+        self.proj = nn.Linear(dim, dim)
+        self.scale = (dim // heads) ** -0.5
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        attn = (q @ k.transpose(-2, -1)) * self.scale
+        out = (attn.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c)
+        return self.proj(out)
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = Attention(dim, heads)
+        self.mlp = nn.Sequential(nn.Linear(dim, dim * 2), nn.GELU(), nn.Linear(dim * 2, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class SVTR(nn.Module):
+    """Patch embedding (/4) -> 2 attention blocks over H*W tokens -> NCHW -> conv (H/2) -> mean over H -> CTC."""
+
+    def __init__(self, dim: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.embed = nn.Sequential(_conv_bn(3, 16, 2), _conv_bn(16, dim, 2))
+        self.blocks = nn.Sequential(Block(dim, heads), Block(dim, heads))
+        self.merge = _conv_bn(dim, 48, (2, 1))
+        self.head = nn.Linear(48, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.embed(x)
+        b, c, h, w = f.shape
+        tokens = self.blocks(f.flatten(2).transpose(1, 2))
+        f = tokens.transpose(1, 2).reshape(b, c, h, w)
+        f = self.merge(f).mean(2)  # [B, C, W]
+        return self.head(f.permute(0, 2, 1)).softmax(-1)  # [B, W, classes]
+
+
+class SeqGRU(nn.Module):
+    """[B, T, F] -> per-step projection via view(b*t, f) -> GRU -> per-step head -> [B, T, classes]."""
+
+    def __init__(self, features: int = 24, hidden: int = 32) -> None:
+        super().__init__()
+        self.inp = nn.Linear(features, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.gru = nn.GRU(hidden, hidden, num_layers=2, batch_first=True)
+        self.head = nn.Linear(hidden, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, f = x.shape
+        h = self.norm(torch.relu(self.inp(x.reshape(b * t, f)))).reshape(b, t, -1)
+        out, _ = self.gru(h)
+        return self.head(out.reshape(-1, out.shape[-1])).reshape(b, t, -1)
+
+
+class LoopLSTM(nn.Module):
+    """An LSTM cell stepped by a scripted loop over a dynamic sequence; state from zeros of a computed shape."""
+
+    def __init__(self, features: int = 16, hidden: int = 24) -> None:
+        super().__init__()
+        self.cell = nn.LSTMCell(features, hidden)
+        self.hidden = hidden
+        self.head = nn.Linear(hidden, 5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        h = torch.zeros([b, self.hidden], dtype=x.dtype)
+        c = torch.zeros([b, self.hidden], dtype=x.dtype)
+        outs = []
+        for i in range(x.shape[1]):
+            h, c = self.cell(x[:, i], (h, c))
+            outs.append(h)
+        return self.head(torch.stack(outs, 1))
+
+
+#: name -> (module factory, input shape, dynamic axes of the input {axis: name}, output dynamic axes,
+#: a second input shape to check at)
+_SPECS: dict[str, tuple[Any, tuple[int, ...], dict[int, str], dict[int, str], tuple[int, ...]]] = {
+    "crnn": (CRNN, (1, 3, HEIGHT, 100), {3: "width"}, {0: "steps"}, (1, 3, HEIGHT, 64)),
+    "svtr": (SVTR, (1, 3, HEIGHT, 96), {0: "batch", 3: "width"}, {0: "batch", 1: "steps"}, (2, 3, HEIGHT, 160)),
+    "gru": (SeqGRU, (2, 12, 24), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (3, 7, 24)),
+    "lstm_loop": (LoopLSTM, (1, 9, 16), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (2, 4, 16)),
+}
+
+
+def _export(model: nn.Module, x: torch.Tensor, path: Path, exporter: str, axes: dict[int, str],
+            out_axes: dict[int, str]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "ts":
+            torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, do_constant_folding=False,
+                              input_names=["input"], output_names=["output"],
+                              dynamic_axes={"input": axes, "output": out_axes})
+        else:
+            dims = {i: torch.export.Dim(name, min=2 if name != "batch" else 1, max=4096)
+                    for i, name in axes.items()}
+            program = torch.onnx.export(model, (x,), dynamo=True, opset_version=18, input_names=["input"],
+                                        output_names=["output"], dynamic_shapes=({**dims},), verbose=False)
+            program.save(str(path))
+
+
+def _run(path: Path, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return np.asarray(sess.run(None, {"input": x})[0])
+
+
+def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    """Build, export and check one model against torch at two input shapes; return its ModelInfo."""
+    kind, exporter = name.rsplit("_", 1)
+    factory, shape, axes, out_axes, other = _SPECS[kind]
+    torch.manual_seed(SEED)
+    model = factory()
+    if kind == "lstm_loop":
+        model = torch.jit.script(model)
+    model.eval()
+    randomized = randomize_norms_and_biases(model, SEED)
+    rng = np.random.default_rng(SEED)
+    x = rng.standard_normal(shape).astype(np.float32)
+    _export(model, torch.from_numpy(x), model_path, exporter, axes, out_axes)
+    proto = onnx.load(str(model_path))
+    onnx.checker.check_model(proto, full_check=True)
+    diffs = {}
+    got = None
+    for sample in (x, rng.standard_normal(other).astype(np.float32)):
+        out = _run(model_path, sample)
+        with torch.no_grad():
+            want = model(torch.from_numpy(sample)).numpy()
+        diff = float(np.max(np.abs(out - want)))
+        if not (out.shape == want.shape and diff < ATOL):
+            raise AssertionError(f"{name} at {sample.shape}: onnxruntime differs from torch ({out.shape} vs "
+                                 f"{want.shape}, max diff {diff})")
+        diffs[str(sample.shape)] = diff
+        got = out if got is None else got
+    save_reference(reference_path, [x], [got])
+    info = ModelInfo(
+        family="onnx_ocr", name=name, format="onnx", path=model_path, reference=reference_path,
+        inputs={"input": shape}, outputs=["output"], input_dtype="float32", input_dtypes={"input": "float32"},
+        output_shapes={"output": tuple(got.shape)}, output_dtypes={"output": "float32"},
+        dynamic_axes={"input": axes, "output": out_axes},
+        metadata={"exporter": exporter, "other_shape": list(other), "max_abs_diff_vs_torch": diffs,
+                  "randomized": randomized, **onnx_facts(proto)},
+    )
+    return replace(info)
