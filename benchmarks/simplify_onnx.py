@@ -400,6 +400,171 @@ def _print_table(rows: list[dict[str, object]], tools: tuple[str, ...]) -> None:
                   f"{r.get('max_scale_rel_diff', float('nan')):>9.2g} {lat_text:>20}")
 
 
+# -- the corpus (--corpus) ------------------------------------------------------------------
+#: A peer's output "matches" when every output has the original's shape and dtype, integers are
+#: equal and floats differ by at most this much relative to the output's largest magnitude.
+MATCH_SCALE_RTOL = 1e-4
+REALISTIC_BATCH = 8
+
+
+def _corpus() -> object:
+    sys.path.insert(0, str(REPO))
+    from tests.models import build_onnx_corpus
+
+    return build_onnx_corpus
+
+
+def _settings(meta: dict[str, object]) -> list[dict[str, object]]:
+    """The feeds a corpus model is checked at: every dynamic dim at two (or more) values."""
+    corpus = _corpus()
+    count = max((len(v) for v in meta["dims"].values()), default=1)  # type: ignore[attr-defined]
+    return [corpus.feeds_for(meta, k) for k in range(count)]  # type: ignore[attr-defined]
+
+
+def _batch_feeds(meta: dict[str, object], batch: int) -> dict[str, object] | None:
+    dims = dict(meta["dims"])  # type: ignore[call-overload]
+    if batch != 1 and "batch" not in dims:
+        return None
+    dims = {d: [batch if d == "batch" else v[0]] for d, v in dims.items()}
+    return _corpus().feeds_for({**meta, "dims": dims}, 0)  # type: ignore[attr-defined]
+
+
+def _outputs_match(reference: list[object], got: list[object]) -> tuple[bool, float]:
+    import numpy as np
+
+    worst = 0.0
+    for a, b in zip(reference, got, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False, float("inf")
+        if a.dtype.kind != "f":
+            if not np.array_equal(a, b):
+                return False, float("inf")
+            continue
+        scale = max(float(np.abs(a).max(initial=0)), 1e-30)
+        worst = max(worst, float(np.abs(a.astype(np.float64) - b).max(initial=0)) / scale)
+    return worst <= MATCH_SCALE_RTOL, worst
+
+
+def _ort_latency(path: Path, meta: dict[str, object], runs: int) -> dict[str, float]:
+    result: dict[str, float] = {}
+    for batch in (1, REALISTIC_BATCH):
+        feeds = _batch_feeds(meta, batch)
+        if feeds is None:
+            continue
+        for label, optimize in (("no_opt", False), ("all_opt", True)):
+            result[f"b{batch}_{label}"] = round(_latency_ms(_session(path, optimize), feeds, runs), 3)
+    return result
+
+
+def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 10) -> dict[str, object]:
+    """One corpus model through every tool: nodes, time, memory, outputs at every setting, idempotence, latency."""
+    import onnx
+
+    corpus = _corpus()
+    info = corpus.corpus_model(name)  # type: ignore[attr-defined]
+    meta = info.metadata
+    src = info.path
+    row: dict[str, object] = {"model": name, "nodes_before": len(onnx.load(str(src), load_external_data=False).graph.node),
+                              "file_mb": round(src.stat().st_size / 2**20, 2)}
+    settings = _settings(meta)
+    references = [_session(src, False).run(None, f) for f in settings]  # type: ignore[attr-defined]
+    if latency:
+        row["latency_ms_original"] = _ort_latency(src, meta, runs)
+    with tempfile.TemporaryDirectory(prefix="gw-corpus-") as tmp:
+        for tool in tools:
+            if _installed(tool) is None:
+                row[tool] = {"error": "not installed"}
+                continue
+            dst = Path(tmp) / f"{tool}.onnx"
+            result = run_tool(tool, src, dst)
+            if "error" not in result and dst.exists():
+                worst = 0.0
+                ok = True
+                try:
+                    for feeds, reference in zip(settings, references, strict=True):
+                        same, diff = _outputs_match(reference, _session(dst, False).run(None, feeds))
+                        ok, worst = ok and same, max(worst, diff)
+                except Exception as exc:  # a peer's output that onnxruntime refuses is a result, not a crash
+                    ok, result["run_error"] = False, str(exc).splitlines()[0][:200]
+                result["matches"], result["max_scale_rel_diff"] = ok, worst
+                if tool == "graphwright":  # idempotence: simplifying the output again changes nothing
+                    again = run_tool(tool, dst, Path(tmp) / "again.onnx")
+                    result["nodes_again"] = again.get("nodes")
+                    result["idempotent"] = again.get("nodes") == result["nodes"] and \
+                        (Path(tmp) / "again.onnx").read_bytes() == dst.read_bytes()
+                if latency and ok:
+                    result["latency_ms"] = _ort_latency(dst, meta, runs)
+            row[tool] = result
+    peers = {t: r["nodes"] for t in tools[1:] if isinstance(r := row.get(t), dict) and r.get("matches")}
+    if peers:
+        best = min(peers, key=lambda t: peers[t])
+        row["best_peer"], row["best_peer_nodes"] = best, peers[best]
+    return row
+
+
+def corpus_main(args: argparse.Namespace, tools: tuple[str, ...]) -> int:
+    import fnmatch
+
+    corpus = _corpus()
+    names = [n for n in corpus.NAMES if not args.models_glob or any(  # type: ignore[attr-defined]
+        fnmatch.fnmatch(n, g) for g in args.models_glob.split(","))]
+    versions = {tool: _installed(tool) for tool in tools}
+    rows = []
+    for name in names:
+        try:
+            row = bench_corpus_model(name, tools, not args.no_latency)
+        except Exception as exc:  # a model that cannot be built is a fact of the table
+            row = {"model": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
+        rows.append(row)
+        _print_corpus_row(row, tools)
+        if args.json:  # written after every model: a long run keeps what it measured
+            Path(args.json).write_text(json.dumps({"versions": versions, "rows": rows}, indent=1))
+    if args.peers_json:
+        write_peers_json(rows, Path(args.peers_json), versions)
+    print("versions:", versions)
+    print("export failures:", json.dumps(corpus.EXPORT_FAILURES, indent=1))  # type: ignore[attr-defined]
+    return 0
+
+
+def write_peers_json(rows: list[dict[str, object]], path: Path, versions: dict[str, object]) -> None:
+    """Each model's best peer count (and every peer's), for ``tests/simplify/test_corpus.py``."""
+    old = json.loads(path.read_text()) if path.exists() else {}
+    models = dict(old.get("models", {}))
+    for row in rows:
+        if "error" in row:
+            continue
+        peers = {}
+        for tool in TOOLS[1:]:
+            r = row.get(tool)
+            if isinstance(r, dict):
+                peers[tool] = r["nodes"] if r.get("matches") else ("error" if "error" in r else "mismatch")
+        models[row["model"]] = {"nodes_before": row["nodes_before"], "best_peer": row.get("best_peer"),
+                                "best_peer_nodes": row.get("best_peer_nodes"), "peers": peers,
+                                "graphwright": (row.get("graphwright") or {}).get("nodes")}  # type: ignore[union-attr]
+    path.write_text(json.dumps({"command": "python benchmarks/simplify_onnx.py --corpus --peers-json " + str(path),
+                                "versions": versions, "models": dict(sorted(models.items()))}, indent=1) + "\n")
+
+
+def _print_corpus_row(row: dict[str, object], tools: tuple[str, ...]) -> None:
+    if "error" in row:
+        print(f"{row['model']:<44} {row['error']}", flush=True)
+        return
+    for tool in tools:
+        r = row.get(tool, {})
+        if not isinstance(r, dict) or "error" in r:
+            print(f"{row['model']:<44} {tool:<13} {r.get('error', '?') if isinstance(r, dict) else '?'}", flush=True)
+            continue
+        lat = r.get("latency_ms", {})
+        lat_text = " ".join(f"{lat.get(k, '-')}" for k in ("b1_no_opt", "b1_all_opt", f"b{REALISTIC_BATCH}_no_opt",
+                                                            f"b{REALISTIC_BATCH}_all_opt")) if lat else "-"
+        flag = "" if r.get("matches") else " MISMATCH"
+        if tool == "graphwright" and not r.get("idempotent", True):
+            flag += f" NOT-IDEMPOTENT({r.get('nodes_again')})"
+        print(f"{row['model']:<44} {tool:<13} {row['nodes_before']:>5} -> {r['nodes']:<5} {r['seconds']:>7.2f} "
+              f"{r['peak_mb']:>7.0f}  {lat_text}{flag}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="cnn,bert", help=f"comma-separated; also {', '.join(BUILT)}")
@@ -407,6 +572,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-latency", action="store_true")
     parser.add_argument("--peer-suite", action="store_true", help="run the whole ONNX backend test suite instead")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--corpus", action="store_true", help="run the export corpus (tests/models/build_onnx_corpus.py)")
+    parser.add_argument("--models-glob", default="", help="with --corpus: comma-separated name patterns")
+    parser.add_argument("--peers-json", help="with --corpus: update the peers' counts the tests compare with")
     args = parser.parse_args(argv)
     if args.peer_suite:
         sys.path.insert(0, str(REPO))
@@ -414,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return suite_main(["--json", args.json] if args.json else [])
     tools = tuple(t for t in args.tools.split(",") if t)
+    if args.corpus:
+        return corpus_main(args, tools)
     versions = {tool: _installed(tool) for tool in tools}
     rows = [bench_model(name, tools, not args.no_latency) for name in args.models.split(",") if name]
     _print_table(rows, tools)
