@@ -20,11 +20,15 @@ constant folding), ``_dynamo`` ones from ``torch.onnx.export(..., dynamo=True)``
 randomized (default initialisations flatter node counts).  Each build checks
 onnxruntime against torch at two widths / sequence lengths.
 
-Runs inside a build subprocess (see ``_cache.py``); imports torch.
+Runs inside a build subprocess: ``python -m tests.models.build_onnx_ocr OUT_DIR NAME=STEM ...``
+registers the ``onnx_ocr`` family in ``_cache.FAMILIES`` and builds through ``_cache.build_here``
+(the pytest side, ``tests/simplify/test_dynamic_exports.py``, registers the same family and
+starts this process; nothing in the pytest process imports torch).
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -36,9 +40,14 @@ import onnxruntime as ort
 import torch
 from torch import nn
 
+from . import _cache
 from ._info import ModelInfo, save_reference
 from ._torch_common import onnx_facts, randomize_norms_and_biases
 
+FAMILY = "onnx_ocr"
+#: Libraries whose versions shape the files (part of the cache key).
+LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxruntime",)),
+             ("onnxscript", ("onnxscript",)))
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
 NAMES = ("crnn_ts", "crnn_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
@@ -232,3 +241,22 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
                   "randomized": randomized, **onnx_facts(proto)},
     )
     return replace(info)
+
+
+def main(argv: list[str]) -> int:
+    """``OUT_DIR NAME=STEM ...``: build each model into OUT_DIR (one failing does not stop the others)."""
+    _cache.FAMILIES.setdefault(FAMILY, _cache.Family("build_onnx_ocr", NAMES, ".onnx", LIBRARIES, batch=True))
+    out_dir, failed = Path(argv[0]), 0
+    for item in argv[1:]:
+        name, stem = item.split("=", 1)
+        try:
+            info = _cache.build_here(FAMILY, name, out_dir, stem)
+            print(f"built {name}: {info.metadata['num_nodes']} nodes in {info.metadata['build_time_s']} s", flush=True)
+        except Exception as exc:  # the log keeps why; the others still build
+            failed += 1
+            print(f"FAILED {name}: {type(exc).__name__}: {exc}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

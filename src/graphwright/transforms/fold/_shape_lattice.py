@@ -393,12 +393,15 @@ class Lattice:
             return None
         out = node.output
         if op in ("Identity", "Cast"):
-            if op == "Cast" and node.attr("to") not in (6, 7, 2, 3, 4, 5, 12, 13, 9):
+            to = node.attr("to") if op == "Cast" else None
+            if op == "Cast" and to not in (6, 7, 9):  # int32, int64, bool: no wrap-around on sizes
                 return None
-            if op == "Cast" and node.attr("to") == 9:  # to bool
+            if to == 9:
                 if not all(is_int(e) or isinstance(e, bool) for e in data):
                     return None
                 data = [bool(e) for e in data]
+            elif to == 6 and any(is_int(e) and not -(2**31) <= e < 2**31 for e in data):
+                return None  # int64 sentinels (Slice's "to the end") wrap in int32
             self._same_rank(out, ins[0])
             return data
         if op == "Gather" and len(ins) == 2:
@@ -416,15 +419,22 @@ class Lattice:
             if self.is_scalar(ins[1]):
                 self.scalar.add(out)
             return picked
-        if op in ("Unsqueeze", "Squeeze", "Reshape", "Flatten"):
+        if op in ("Unsqueeze", "Squeeze", "Reshape"):
+            # only between a scalar and a 1-D vector (the rank of the result is then known)
+            if op == "Reshape":
+                target = self.elems(ins[1]) if len(ins) > 1 else None
+                if target is None or len(target) > 1 or (not target and len(data) != 1):
+                    return None
+                if not target:
+                    self.scalar.add(out)
+                return data
             if len(data) != 1:
-                rank = self.rank(ins[0])
-                if op == "Reshape" and rank == 1:
-                    target = self.elems(ins[1]) if len(ins) > 1 else None
-                    return data if target is not None and len(target) == 1 else None
                 return None
-            if op == "Squeeze" or (op == "Reshape" and self.elems(ins[1]) == []):
-                self.scalar.add(out)
+            if op == "Unsqueeze":
+                return data if self.is_scalar(ins[0]) else None
+            if self.is_scalar(ins[0]):
+                return None
+            self.scalar.add(out)
             return data
         if op == "Concat":
             parts = [self.elems(v) for v in ins]

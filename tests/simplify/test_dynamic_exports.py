@@ -1,0 +1,185 @@
+"""simplify on real exports with a dynamic width / sequence: the fewest nodes, the same outputs at every size.
+
+The models (``tests/models/build_onnx_ocr.py``): CRNN and SVTR-style text recognizers
+(dynamic width), a GRU sequence model and a scripted LSTM loop (dynamic batch and
+sequence), from the TorchScript and the dynamo exporter, with random weights and
+randomized norms.  For each: graphwright's node count is at most the best of onnxsim
+and onnxslim on the same file (:data:`PEER_BEST`, measured with the command in
+``benchmarks/simplify_dynamic.md``; the peers are not dependencies, so their counts are
+written down), the simplified model gives onnxruntime's outputs of the original at two
+sizes of every dynamic dim, and simplifying the result again changes nothing.
+
+Run as a script to compare with the peers (they must be installed)::
+
+    python -m tests.simplify.test_dynamic_exports [--models crnn_ts,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from graphwright.formats import onnx as onnx_format
+from graphwright.simplify import simplify
+from tests.models import ModelInfo, _cache
+
+FAMILY = "onnx_ocr"
+NAMES = _cache.names_of("build_onnx_ocr")
+_LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxruntime",)),
+              ("onnxscript", ("onnxscript",)))
+
+#: The fewest nodes onnxsim 0.8.1 or onnxslim 0.1.98 leave (whose output still matches), per model.
+PEER_BEST = {"crnn_ts": 21, "crnn_dynamo": 19, "svtr_ts": 95, "svtr_dynamo": 86, "gru_ts": 20, "gru_dynamo": 27,
+             "lstm_loop_ts": 11}
+#: Slow exports (the dynamo exporter on attention blocks): only with --wide.
+WIDE = {"svtr_dynamo"}
+
+
+def _register() -> None:
+    _cache.FAMILIES.setdefault(FAMILY, _cache.Family("build_onnx_ocr", NAMES, ".onnx", _LIBRARIES, batch=True))
+
+
+def ocr_model(name: str) -> ModelInfo:
+    """The cached export ``name``, building every missing model of the family in one subprocess first."""
+    _register()
+    if (info := _cache.cached(FAMILY, name)) is not None:
+        return info
+    _cache._ensure_cache_dir()
+    with _cache._locked(_cache.CACHE_DIR / f".{FAMILY}.lock"):
+        if (info := _cache.cached(FAMILY, name)) is not None:
+            return info
+        names = [name, *(n for n in NAMES if n != name and n not in WIDE and _cache.cached(FAMILY, n) is None)]
+        for n in names:
+            _cache._remove_builds(FAMILY, n)
+        stems = {n: _cache._stem(FAMILY, n) for n in names}
+        log_path = _cache.CACHE_DIR / f"{stems[name]}.log"
+        with tempfile.TemporaryDirectory(dir=_cache.CACHE_DIR, prefix=".build-") as tmp, open(log_path, "w") as log:
+            subprocess.run([sys.executable, "-m", "tests.models.build_onnx_ocr", tmp,
+                            *(f"{n}={s}" for n, s in stems.items())], cwd=_cache.REPO_ROOT, env=_cache._build_env(),
+                           stdout=log, stderr=subprocess.STDOUT, timeout=_cache.BUILD_TIMEOUT_S, check=False)
+            for stem in stems.values():  # payload first, sidecar last (its presence marks a complete build)
+                sidecar = Path(tmp) / f"{stem}.json"
+                if not sidecar.exists():
+                    continue
+                for path in Path(tmp).glob(f"{stem}.*"):
+                    if path.suffix != ".json":
+                        os.replace(path, _cache.CACHE_DIR / path.name)
+                os.replace(sidecar, _cache.CACHE_DIR / sidecar.name)
+    info = _cache.cached(FAMILY, name)
+    if info is None:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise _cache.ModelBuildError(f"building {FAMILY}:{name} failed; log: {log_path}\n{tail}")
+    return info
+
+
+def sample_inputs(info: ModelInfo) -> list[np.ndarray]:
+    """Inputs at the export's shape and at a second shape where every dynamic dim differs."""
+    rng = np.random.default_rng(1)
+    shapes = [tuple(info.inputs["input"]), tuple(info.metadata["other_shape"])]
+    for axis in info.dynamic_axes["input"]:
+        assert shapes[0][axis] != shapes[1][axis], f"dynamic dim {axis} has one size only"
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def run(model: onnx.ModelProto | bytes, x: np.ndarray) -> np.ndarray:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"input": x})[0])
+
+
+def _params() -> list[object]:
+    return [pytest.param(n, marks=pytest.mark.wide) if n in WIDE else n for n in NAMES]
+
+
+@pytest.mark.parametrize("name", _params())
+def test_fewest_nodes_same_outputs_at_every_size_and_idempotent(name: str) -> None:
+    info = ocr_model(name)
+    original = info.path.read_bytes()
+    model, _ = simplify(info.path)
+    data = onnx_format.serialize(model)
+    result = onnx.load_from_string(data)
+    onnx.checker.check_model(result, full_check=True)
+    assert len(result.graph.node) <= PEER_BEST[name], Counter(n.op_type for n in result.graph.node)
+    for x in sample_inputs(info):
+        want, got = run(original, x), run(data, x)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    again, _ = simplify(onnx_format.load(Path("again.onnx"), data))
+    assert onnx_format.serialize(again) == data
+    assert info.path.read_bytes() == original
+
+
+@pytest.mark.parametrize("name", ["crnn_ts", "gru_ts"])
+def test_shape_glue_of_static_dims_is_gone(name: str) -> None:
+    """CRNN (batch 1, dynamic width): every Shape read folds (batch, channels and height are static; the
+    width is copied by Reshape's 0 or -1), the LSTM's zero states go.  GRU (dynamic batch and sequence):
+    one Shape slice is left for the ``[B, S, -1]`` target, nothing gathers a static dim."""
+    model, _ = simplify(ocr_model(name).path)
+    ops = Counter(n.op for n in model.graph)
+    assert ops["ConstantOfShape"] == 0 and ops["Gather"] == 0 and ops["Unsqueeze"] == 0
+    if name == "crnn_ts":
+        assert ops["Shape"] == 0 and ops["Concat"] == 0
+    else:
+        shapes = [n for n in model.graph if n.op == "Shape"]
+        assert len(shapes) == 1 and shapes[0].attr("end") == 2 and shapes[0].inputs[0].name == "input"
+    for node in model.graph:
+        if node.op in ("LSTM", "GRU"):
+            assert len(node.inputs) <= 5  # initial_h / initial_c (zeros) dropped
+
+
+# ----- the peer comparison (a script; the peers are not dependencies) ---------------------------------
+def _peer(tool: str, path: Path) -> onnx.ModelProto:
+    if tool == "onnxsim":
+        import onnxsim  # lazy: a peer, installed for benchmarks only
+
+        return onnxsim.simplify(onnx.load(str(path)))[0]
+    import onnxslim  # lazy: a peer, installed for benchmarks only
+
+    return onnxslim.slim(onnx.load(str(path)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(NAMES))
+    args = parser.parse_args(argv)
+    print(f"{'model':14s} {'original':>8s} {'graphwright':>12s} {'onnxsim':>12s} {'onnxslim':>12s}")
+    for name in args.models.split(","):
+        info = ocr_model(name)
+        xs = sample_inputs(info)
+        want = [run(info.path.read_bytes(), x) for x in xs]
+        cells = []
+        for tool in ("graphwright", "onnxsim", "onnxslim"):
+            start = time.perf_counter()
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    out = onnx.load_from_string(onnx_format.serialize(simplify(info.path)[0])) \
+                        if tool == "graphwright" else _peer(tool, info.path)
+            except Exception as exc:  # a peer failing is a result
+                cells.append(f"error:{type(exc).__name__}")
+                continue
+            seconds = time.perf_counter() - start
+            same = all(np.allclose(run(out, x), w, rtol=1e-4, atol=1e-5) for x, w in zip(xs, want))
+            cells.append(f"{len(out.graph.node)}{'' if same else '(wrong)'} {seconds:5.2f}s")
+        original = len(onnx.load(str(info.path)).graph.node)
+        print(f"{name:14s} {original:>8d} " + " ".join(f"{c:>12s}" for c in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
