@@ -29,6 +29,8 @@ from graphwright.runtime.execute import Job, execute
 from tests.models import get_model
 from tests.runtime.reference._oracle import feeds_for
 
+pytestmark = pytest.mark.slow
+
 GATES = ("input", "forget", "cell", "output")
 Layer = dict[str, Any]
 

@@ -12,7 +12,11 @@ quantization for some — see ``_tflite_common.convert``):
   max-pool shortcuts, and a multi-output head (box regressors reshaped and concatenated
   over two scales, sigmoid scores, landmark points from a dense layer);
 * ``unet``: a U-Net-style segmenter — strided convolutions down, TRANSPOSE_CONV and
-  bilinear resize up, skip concatenations, a 64x64 sigmoid mask;
+  bilinear resize up, skip concatenations, a 64x64 sigmoid mask; ``unet256``: the same at
+  256x256 (a full-size mask: where accumulation order and resizing drift shows in float);
+* ``segmenter256``: a MediaPipe-selfie-style segmenter at 256x256 — HARD_SWISH, squeeze-excite
+  (global average pools over 128x128, 64x64 and 32x32 maps: long float sums), TRANSPOSE_CONV
+  and half-pixel bilinear resize up, skip adds, a 256x256 sigmoid mask;
 * ``transformer``: a small transformer encoder — token embedding (GATHER), multi-head
   self-attention (BATCH_MATMUL, softmax), LayerNorm as the converter decomposes it,
   GELU feed-forward, mean pooling, a classifier;
@@ -37,7 +41,8 @@ BUILDER_VERSION = 1
 
 NAMES = (
     "landmarks_float", "landmarks_int8", "landmarks_int16x8", "landmarks_float16", "landmarks_dynamic",
-    "unet_float", "unet_int8", "unet_int16x8", "unet_float16",
+    "unet_float", "unet_int8", "unet_int16x8", "unet_float16", "unet256_float", "unet256_int8",
+    "segmenter256_float", "segmenter256_int8",
     "transformer_float", "transformer_int8", "transformer_int16x8", "transformer_dynamic",
     "resnet50_float", "resnet50_int8",
     "densenet121_float", "densenet121_int8",
@@ -83,8 +88,8 @@ def _landmarks() -> tuple[keras.Model, list[Spec]]:
     return keras.Model(x, [regressors, score, points], name="landmarks"), [Spec((1, 64, 64, 3), low=0.0)]
 
 
-def _unet() -> tuple[keras.Model, list[Spec]]:
-    x = keras.Input((64, 64, 3), batch_size=1, name="image")
+def _unet(size: int = 64) -> tuple[keras.Model, list[Spec]]:
+    x = keras.Input((size, size, 3), batch_size=1, name="image")
     skips, y = [], x
     for i, filters in enumerate((8, 16, 32)):
         y = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"enc{i}")(y)
@@ -99,7 +104,39 @@ def _unet() -> tuple[keras.Model, list[Spec]]:
         y = L.Concatenate(name=f"skip{i}")([y, skips[i]])
         y = L.Conv2D(filters, 3, padding="same", activation="relu", name=f"dec{i}")(y)
     mask = L.Conv2D(1, 1, activation="sigmoid", name="mask")(y)
-    return keras.Model(x, mask, name="unet"), [Spec((1, 64, 64, 3), low=0.0)]
+    return keras.Model(x, mask, name="unet"), [Spec((1, size, size, 3), low=0.0)]
+
+
+def _segmenter256() -> tuple[keras.Model, list[Spec]]:
+    def squeeze_excite(v: keras.KerasTensor, name: str) -> keras.KerasTensor:
+        channels = int(v.shape[-1])
+        w = L.GlobalAveragePooling2D(keepdims=True, name=f"{name}_pool")(v)
+        w = L.Conv2D(max(channels // 4, 4), 1, activation="relu", name=f"{name}_reduce")(w)
+        w = L.Conv2D(channels, 1, activation="hard_sigmoid", name=f"{name}_expand")(w)
+        return L.Multiply(name=f"{name}_scale")([v, w])
+
+    def block(v: keras.KerasTensor, filters: int, stride: int, name: str) -> keras.KerasTensor:
+        v = L.DepthwiseConv2D(3, strides=stride, padding="same", name=f"{name}_dw")(v)
+        v = L.BatchNormalization(name=f"{name}_dw_bn")(v)
+        v = L.Activation("hard_swish", name=f"{name}_dw_act")(v)
+        v = L.BatchNormalization(name=f"{name}_bn")(L.Conv2D(filters, 1, use_bias=False, name=f"{name}_pw")(v))
+        return squeeze_excite(L.Activation("hard_swish", name=f"{name}_act")(v), f"{name}_se")
+
+    x = keras.Input((256, 256, 3), batch_size=1, name="image")
+    y = L.Conv2D(16, 3, strides=2, padding="same", name="stem")(x)             # 128x128
+    y = squeeze_excite(L.Activation("hard_swish", name="stem_act")(L.BatchNormalization(name="stem_bn")(y)), "stem_se")
+    skips = [y]
+    for i, filters in enumerate((24, 32)):                                       # 64x64, 32x32
+        y = block(y, filters, 2, f"enc{i}")
+        skips.append(y)
+    y = block(y, 32, 1, "mid")
+    y = L.Conv2DTranspose(24, 2, strides=2, name="up1")(y)                       # 64x64
+    y = L.Activation("hard_swish", name="dec1_act")(L.Add(name="skip1")([y, skips[1]]))
+    y = L.Resizing(128, 128, interpolation="bilinear", name="up0")(y)            # 128x128, half-pixel
+    y = L.Add(name="skip0")([L.Conv2D(16, 1, name="up0_proj")(y), skips[0]])
+    y = L.Conv2DTranspose(1, 2, strides=2, name="head")(L.Activation("hard_swish", name="dec0_act")(y))
+    return keras.Model(x, L.Activation("sigmoid", name="mask")(y), name="segmenter256"), \
+        [Spec((1, 256, 256, 3), low=0.0)]
 
 
 class _MulLayerNorm(L.Layer):
@@ -159,7 +196,9 @@ def _application(name: str) -> tuple[keras.Model, list[Spec]]:
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     keras.utils.set_random_seed(SEED)
     kind, mode = name.rsplit("_", 1)[0], mode_of(name)
-    makers = {"landmarks": _landmarks, "unet": _unet, "transformer": lambda: _transformer(mode != "int16x8")}
+    makers = {"landmarks": _landmarks, "unet": _unet, "unet256": lambda: _unet(256),
+              "segmenter256": _segmenter256,
+              "transformer": lambda: _transformer(mode != "int16x8")}
     model, specs = makers[kind]() if kind in makers else _application(kind)
     randomized = randomize_keras_model(model, SEED)
     # 16x8 as people convert it: operators the converter cannot quantize to 16x8 (PRELU,

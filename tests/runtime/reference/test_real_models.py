@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 DEFAULT = ["landmarks_float", "landmarks_int8", "landmarks_int16x8", "landmarks_float16", "landmarks_dynamic",
            "unet_float", "unet_int8", "unet_int16x8", "unet_float16", "transformer_dynamic",
            "transformer_float", "transformer_int8", "transformer_int16x8", "resnet50_int8", "densenet121_float",
-           "mobilenet_v3_large_int16x8"]
+           "mobilenet_v3_large_int16x8", "unet256_float", "segmenter256_float"]
 #: LiteRT's BUILTIN_REF aborts the process inside invoke() on this model (so does TFLM): judged apart
 REF_ABORTS = "mobilenet_v3_small_224_int8"
 WIDE = [n for n in MODEL_NAMES["tflite_real"] if n not in DEFAULT and n != REF_ABORTS]
@@ -47,9 +47,28 @@ def test_wide_every_tensor_matches_litert_reference_kernels(name: str) -> None:
     ("unet_int8", {"TRANSPOSE_CONV", "RESIZE_BILINEAR", "CONCATENATION"}),
     ("transformer_int8", {"BATCH_MATMUL", "GELU", "SOFTMAX", "GATHER", "RSQRT", "SQUARED_DIFFERENCE"}),
     ("transformer_int16x8", {"BATCH_MATMUL", "GELU", "SOFTMAX", "RSQRT"}),
+    ("unet256_float", {"TRANSPOSE_CONV", "RESIZE_BILINEAR", "CONCATENATION", "LOGISTIC"}),
+    ("segmenter256_float", {"TRANSPOSE_CONV", "RESIZE_BILINEAR", "MEAN", "HARD_SWISH", "MUL", "LOGISTIC"}),
 ])
 def test_corpus_has_the_operators_it_is_for(name: str, ops: set[str]) -> None:
     assert ops <= set(get_model("tflite_real", name).metadata["op_histogram"])
+
+
+@pytest.mark.parametrize("name", ["unet256_float", "segmenter256_float"])
+def test_a_256_mask_stays_within_1e5_of_litert_reference_kernels(name: str) -> None:
+    """The issue's float drift (a 256x256 mask 1.2e-3 off BUILTIN_REF where LiteRT's default
+    kernels are 1.3e-4 off): on U-Nets with TRANSPOSE_CONV, bilinear resize and (segmenter256)
+    global average pools over 128x128 maps, the mask is within 1e-5 of its magnitude of
+    LiteRT's reference kernels on every seed, without leaning on the default kernels' deviation."""
+    info = get_model("tflite_real", name)
+    interp = Interpreter(info.path)
+    (mask,) = interp.outputs
+    for seed in range(4):
+        feeds = feeds_for(info, seed)
+        theirs = run(info.path, feeds, backend="litert-ref")[mask]
+        assert theirs.shape == (1, 256, 256, 1)
+        deviation = float(np.abs(interp.run(feeds)[mask] - theirs).max() / np.abs(theirs).max())
+        assert deviation <= 1e-5, f"{name} seed {seed}: {deviation:.2e}"
 
 
 @pytest.mark.wide
