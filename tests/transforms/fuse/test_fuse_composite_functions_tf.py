@@ -14,8 +14,11 @@ from tensorflow.python.ops import functional_ops, inplace_ops  # noqa: E402
 
 import graphwright.transforms.fuse.fuse_composite_functions_tf  # noqa: E402
 import graphwright.transforms.inline.inline_partitionedcall_tf  # noqa: E402, F401
+from graphwright.transforms import PipelineReport  # noqa: E402
+from tests.models import ModelInfo  # noqa: E402
 
 from .._tf import _library_size, assert_same_outputs, build, nodes, notes, ops, ours, tf, v1  # noqa: E402
+from ._composite_models import composite_model, run_in_child  # noqa: E402
 
 FEEDS = {"x": np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)}
 
@@ -187,3 +190,64 @@ def test_lookup_whose_body_is_not_read_is_left_alone_with_the_reason() -> None:
     got, report = ours(data, "fuse_composite_functions", ["ids"], ["out"])
     assert not report.steps[0].changed and ops(got)["PartitionedCall"] == 1
     assert any("neither gathers rows nor multiplies by a one-hot" in n for n in notes(report))
+
+
+# -- tf-keras recurrent layers (issue 13 item 8): lstm_<uuid> functions -> BlockLSTMV2
+
+def _fused_model(name: str) -> tuple[bytes, bytes, PipelineReport, ModelInfo]:
+    info = composite_model(name)
+    data = info.path.read_bytes()
+    got, report = ours(data, "fuse_composite_functions", list(info.inputs), info.outputs)
+    return data, got, report, info
+
+
+def _function_attr(data: bytes, key: str) -> list[str]:
+    gd = v1.GraphDef()
+    gd.ParseFromString(data)
+    return [f.attr[key].s.decode() for f in gd.library.function if key in f.attr]
+
+
+def test_keras_lstm_functions_become_block_lstm_and_match_the_original_in_tf() -> None:
+    data, got, report, info = _fused_model("lstm")
+    assert all(i.startswith("lstm_") for i in _function_attr(data, "api_implements"))  # the interface fused
+    assert ops(data)["PartitionedCall"] == 2 and "BlockLSTMV2" not in ops(data)
+    assert report.steps[0].stats["calls_fused"] == 2
+    assert ops(got)["BlockLSTMV2"] == 2 and "PartitionedCall" not in ops(got) and _library_size(got) == 0
+    assert ops(got)["ReverseV2"] == 1  # the go_backwards layer reverses time first
+    feeds, expected = info.reference_data()
+    (out,) = info.outputs
+    for onednn in (False, True):  # TF's CPU kernels, Grappler off, both builds
+        ok, result = run_in_child(got, feeds, [out], onednn=onednn)
+        assert ok, result
+        np.testing.assert_allclose(result[0], expected[out], rtol=1e-5, atol=1e-6)
+    # large inputs drive |c| well past BlockLSTM's default clip of 3: cell_clip=0 must not clip
+    big = {k: v * 25.0 for k, v in feeds.items()}
+    assert_same_outputs(data, got, big, [out], rtol=1e-5, atol=1e-5)
+
+
+def test_keras_lstm_outputs_keep_their_layout_and_the_last_cell_state() -> None:
+    """The fused call's other outputs (every step's h batch-major, the last c), when read."""
+    info = composite_model("lstm")
+    data = info.path.read_bytes()
+    fetches = ["model/lstm_seq/PartitionedCall:1", "model/lstm_back/PartitionedCall:3", *info.outputs]
+    got, report = ours(data, "fuse_composite_functions", list(info.inputs), fetches)
+    assert report.steps[0].stats["calls_fused"] == 2
+    feeds = info.reference_data()[0]
+    before = oracle.run_graphdef(data, feeds, fetches)
+    names = {n.name: n.op for n in nodes(got).values()}
+    assert names["model/lstm_back/PartitionedCall"] == "StridedSlice"  # the call's name: its last h
+    after = oracle.run_graphdef(got, feeds, ["model/lstm_seq/PartitionedCall/outputs",
+                                             "model/lstm_back/PartitionedCall/last_c", info.outputs[0]])
+    assert before[0].shape == (2, 7, 8) and before[1].shape == (2, 6)
+    for b, a in zip(before, after):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_gru_functions_are_left_alone_with_the_reason() -> None:
+    data, got, report, _ = _fused_model("gru")
+    assert all(i.startswith("gru_") for i in _function_attr(data, "api_implements"))
+    step = report.steps[0]
+    assert not step.changed and ops(got)["PartitionedCall"] == 2
+    assert len(step.refusals) == 2
+    assert all("GRUBlockCell" in reason and "reset_after=True" in reason for *_, reason in step.refusals)

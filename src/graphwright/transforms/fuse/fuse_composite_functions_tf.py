@@ -43,13 +43,15 @@ the call's name.  O(N + library size).
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from ...formats.graphdef import attr_from_proto
-from ...ir import Attr, AttrKind, DType, Model, Node, Value
+from ...ir import Attr, AttrKind, DType, Model, Node, Tensor, Value, constant_value
 from ...patterns import Match, P, Replacement, RuleSet, Skip, make_constant
 from .._tf_library import CALL_OPS, called_function, drop_unused_functions, functions
 from ..context import TransformContext
@@ -121,6 +123,34 @@ class _Body:
         return self.fdef.ret[self.fdef.signature.output_arg[index].name]
 
 
+class _Builder:
+    """Makes the nodes replacing one call: named under the call, on its device, in order."""
+
+    def __init__(self, call: Node) -> None:
+        self.call = call
+        graph = call.graph
+        assert graph is not None
+        self.graph = graph
+        self.made: list[Node] = []
+
+    def const(self, array: Any, name: str, dtype: DType) -> Value:
+        node, value = make_constant(self.call, array, f"{self.call.name}/{name}", dtype)
+        assert node is not None
+        self.made.append(node)
+        return value
+
+    def node(self, kind: str, inputs: list[Value], name: str, dtypes: list[DType | None], **attrs: Attr) -> Node:
+        node = Node(kind, inputs, dialect="tf", name=self.graph.unique_node_name(f"{self.call.name}/{name}"),
+                    attrs=attrs, outputs=len(dtypes), device=self.call.device)
+        for value, dtype in zip(node.outputs, dtypes):
+            value.dtype = dtype
+        self.made.append(node)
+        return node
+
+    def op(self, kind: str, inputs: list[Value], name: str, dtype: DType | None, **attrs: Attr) -> Value:
+        return self.node(kind, inputs, name, [dtype], **attrs).output
+
+
 def _lookup_semantics(body: _Body, ids_arg: str) -> tuple[str, list[tuple[str, np.ndarray]]] | str:
     """How the body treats ids outside ``[0, rows)``: ``("zero_rows", [])`` (a one-hot
     product: such ids select nothing), ``("gather", clips)`` (a gather, after the listed
@@ -190,23 +220,8 @@ def _embedding(call: Node, body: _Body, interface_name: str) -> tuple[list[Node]
     if isinstance(semantics, str):
         return semantics
     how, clips = semantics
-    graph = call.graph
-    assert graph is not None
-    made: list[Node] = []
-
-    def const(array: Any, name: str, dtype: DType) -> Value:
-        node, value = make_constant(call, array, f"{call.name}/{name}", dtype)
-        assert node is not None
-        made.append(node)
-        return value
-
-    def op(kind: str, inputs: list[Value], name: str, dtype: DType | None, **attrs: Attr) -> Value:
-        node = Node(kind, inputs, dialect="tf", name=graph.unique_node_name(f"{call.name}/{name}"),
-                    attrs=attrs, device=call.device)
-        node.output.dtype = dtype
-        made.append(node)
-        return node.output
-
+    b = _Builder(call)
+    const, op = b.const, b.op
     gather_attrs = {"Tparams": Attr.dtype(table_type), "Tindices": Attr.dtype(ids_type),
                     "Taxis": Attr.dtype(DType.INT32), "batch_dims": Attr.int(0)}
     t_ids = Attr.dtype(ids_type)
@@ -215,7 +230,7 @@ def _embedding(call: Node, body: _Body, interface_name: str) -> tuple[list[Node]
         for i, (kind, bound) in enumerate(clips):
             ids = op(kind, [ids, const(bound, f"clip_{i}", ids_type)], f"clip_{i}/{kind}", ids_type, T=t_ids)
         rows = op("GatherV2", [table, ids, axis], "gather", table_type, **gather_attrs)
-        return made, [rows]
+        return b.made, [rows]
     shape = table.shape
     vocab = shape[0] if shape is not None and len(shape) == 2 and isinstance(shape[0], int) else None
     if vocab is None:
@@ -229,7 +244,124 @@ def _embedding(call: Node, body: _Body, interface_name: str) -> tuple[list[Node]
               T=Attr.dtype(DType.BOOL), Tdim=Attr.dtype(DType.INT32))
     zero = const(np.zeros((), table_type.numpy), "zero_row", table_type)
     out = op("SelectV2", [mask, rows, zero], "guarded", table_type, T=Attr.dtype(table_type))
-    return made, [out]
+    return b.made, [out]
+
+
+#: ``api_implements`` of tf-keras' recurrent layer functions: ``lstm_<uuid>`` / ``gru_<uuid>``.
+KERAS_RNN = re.compile(r"(lstm|gru)_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: Inputs of tf-keras' ``standard_lstm`` without a mask: (inputs, init_h, init_c, kernel, recurrent_kernel, bias).
+LSTM_ARITY = 6
+#: The cell ops a standard Keras LSTM step has (sigmoid gates, tanh candidate and output).
+_LSTM_CELL = {"MatMul": 2, "Sigmoid": 3, "Tanh": 2}
+_OTHER_ACTIVATIONS = frozenset({"Relu", "Relu6", "Elu", "Selu", "Softplus", "Softsign", "LeakyRelu"})
+#: BlockLSTMV2's outputs: i, cs, f, o, ci, co, h.
+_BLOCK_CS, _BLOCK_H = 1, 6
+
+
+def _flag(fdef: Any, key: str) -> bool | None:
+    return bool(fdef.attr[key].b) if key in fdef.attr else None
+
+
+def _through_identity(value: Value | None) -> Tensor | None:
+    """The constant behind ``value``, looking through Identity nodes (frozen Keras weights)."""
+    while value is not None and value.producer is not None and value.producer.op == "Identity":
+        value = value.producer.inputs[0]
+    return constant_value(value) if value is not None else None
+
+
+def _slice_attrs(dtype: DType) -> dict[str, Attr]:
+    """StridedSlice taking one element of the first axis (``t[i]``)."""
+    masks = {k: Attr.int(0) for k in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask")}
+    return {"T": Attr.dtype(dtype), "Index": Attr.dtype(DType.INT32), **masks, "shrink_axis_mask": Attr.int(1)}
+
+
+def _lstm(call: Node, body: _Body) -> tuple[list[Node], list[Value | None]] | str:
+    """A tf-keras LSTM function call as one ``BlockLSTMV2`` (TF's fused LSTM; CPU kernels in
+    every build).  BlockLSTMV2 computes, per step, ``[i, f, c~, o] = [x, h] · W + b`` (gates in
+    Keras' i, f, c, o order, no forget bias), ``c = σ(f)·c + σ(i)·tanh(c~)``, ``h = σ(o)·tanh(c)``,
+    which is Keras' LSTM cell with ``W = concat(kernel, recurrent_kernel)`` (no peepholes, no
+    clip).  Batch-major inputs are transposed to time-major, ``go_backwards`` reverses time first;
+    the outputs are (last h, every h, last h, last c, the function's runtime constant)."""
+    if len(call.inputs) != LSTM_ARITY:
+        return (f"the LSTM call has {len(call.inputs)} inputs, not {LSTM_ARITY} (a masked LSTM: "
+                "BlockLSTMV2 has no per-step mask)")
+    types = tuple(call.attr("Tin", ()))
+    if set(types) != {DType.FLOAT32} or len(call.outputs) != 5:
+        return "the LSTM is not float32 throughout with five outputs (BlockLSTMV2 here is float32)"
+    missing = [f"{op} x{n}" for op, n in _LSTM_CELL.items() if body.ops[op] < n]
+    others = sorted(op for op in _OTHER_ACTIVATIONS if body.ops[op])
+    if missing or others:
+        return ("the function body is not Keras' tanh/sigmoid LSTM cell "
+                f"({'missing ' + ', '.join(missing) if missing else 'has ' + ', '.join(others)})")
+    time_major, backwards = _flag(body.fdef, "time_major"), _flag(body.fdef, "go_backwards")
+    if time_major is None or backwards is None:
+        return "the function does not say time_major and go_backwards"
+    x, h0, c0, kernel, recurrent, bias = call.inputs
+    assert x is not None and h0 is not None and c0 is not None
+    shape = x.shape
+    steps = shape[0 if time_major else 1] if shape is not None and len(shape) == 3 else None
+    weights = [_through_identity(v) for v in (kernel, recurrent)]
+    rec = weights[1].shape if weights[1] is not None else (recurrent.shape if recurrent is not None else None)
+    units = rec[0] if rec is not None and len(rec) == 2 else None
+    if not isinstance(units, int):
+        return "the recurrent kernel's shape is not static"
+    runtime = body.const(body.ret(4)) if call.outputs[4].num_uses or call.outputs[4].is_graph_output else None
+    if runtime is None and (call.outputs[4].num_uses or call.outputs[4].is_graph_output):
+        return "the function's 'runtime' output is read and is not a constant"
+    b = _Builder(call)
+    f32, i32 = DType.FLOAT32, DType.INT32
+    t_f32 = Attr.dtype(f32)
+    perm = b.const(np.array([1, 0, 2], np.int32), "time_major_perm", i32)
+    xt = x if time_major else b.op("Transpose", [x, perm], "to_time_major", f32, T=t_f32, Tperm=Attr.dtype(i32))
+    if backwards:
+        xt = b.op("ReverseV2", [xt, b.const(np.array([0], np.int32), "time_axis", i32)], "go_backwards", f32,
+                  T=t_f32, Tidx=Attr.dtype(i32))
+    if weights[0] is not None and weights[1] is not None:
+        w = b.const(np.concatenate([weights[0].numpy(), weights[1].numpy()], axis=0), "w", f32)
+    else:
+        assert kernel is not None and recurrent is not None
+        w = b.op("ConcatV2", [kernel, recurrent, b.const(np.int32(0), "w_axis", i32)], "w", f32, T=t_f32,
+                 N=Attr.int(2), Tidx=Attr.dtype(i32))
+    no_peephole = b.const(np.zeros(units, np.float32), "no_peephole", f32)
+    assert bias is not None
+    if isinstance(steps, int):
+        seq_len = b.const(np.int64(steps), "seq_len_max", DType.INT64)
+    else:  # as many steps as the input has: Shape(x)[0]
+        dims = b.op("Shape", [xt], "steps/shape", i32, T=t_f32, out_type=Attr.dtype(i32))
+        count = b.op("StridedSlice", [dims, *(b.const(np.array([v], np.int32), f"steps/{n}", i32)
+                                              for n, v in (("begin", 0), ("end", 1), ("stride", 1)))],
+                     "steps/count", i32, **_slice_attrs(i32))
+        seq_len = b.op("Cast", [count], "seq_len_max", DType.INT64, SrcT=Attr.dtype(i32),
+                       DstT=Attr.dtype(DType.INT64), Truncate=Attr.bool(False))
+    block = b.node("BlockLSTMV2", [seq_len, xt, c0, h0, w,
+                                   no_peephole, no_peephole, no_peephole, bias],
+                   "block_lstm", [f32] * 7, T=t_f32, cell_clip=Attr.float(0.0), use_peephole=Attr.bool(False))
+    last = [b.const(np.array([v], np.int32), f"last_step/{n}", i32) for n, v in (("begin", -1), ("end", 0),
+                                                                                   ("stride", 1))]
+
+    def read(i: int) -> bool:
+        return bool(call.outputs[i].num_uses or call.outputs[i].is_graph_output)
+
+    results: list[Value | None] = [None] * 5
+    if read(1):
+        hs = block.outputs[_BLOCK_H]
+        results[1] = hs if time_major else b.op("Transpose", [hs, perm], "outputs", f32, T=t_f32,
+                                                Tperm=Attr.dtype(i32))
+    if read(3):
+        results[3] = b.op("StridedSlice", [block.outputs[_BLOCK_CS], *last], "last_c", f32, **_slice_attrs(f32))
+    if read(2) or read(0):
+        last_h = b.op("StridedSlice", [block.outputs[_BLOCK_H], *last], "last_h", f32, **_slice_attrs(f32))
+        results[0] = results[2] = last_h
+    if read(4):
+        results[4] = b.const(runtime, "runtime", f32)
+    return b.made, results
+
+
+def _gru(call: Node, body: _Body) -> str:
+    """Why a tf-keras GRU function call is not fused (always: see the message)."""
+    return ("a tf-keras GRU function is the cuDNN-compatible GRU (reset_after=True: the reset gate "
+            "multiplies h·U after the matmul), and TF's only fused CPU GRU kernel, GRUBlockCell, applies "
+            "it before ((r·h)·U), so no fused op computes it; CudnnRNN has no CPU kernel")
 
 
 def _custom(call: Node, name: str, attrs: dict[str, Attr]) -> tuple[list[Node], list[Value]]:
@@ -254,8 +386,13 @@ def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[Rul
         if declared is None:
             return m.skip(f"{fname!r} declares no interface ({' or '.join(IMPLEMENTS_ATTRS)})")
         name, attrs = declared
+        rnn = KERAS_RNN.fullmatch(name)
         if name in EMBEDDING_INTERFACES:
-            built: tuple[list[Node], list[Value]] | str = _embedding(call, _Body(library, fname), name)
+            built: tuple[list[Node], Sequence[Value | None]] | str = _embedding(call, _Body(library, fname), name)
+        elif rnn is not None and rnn.group(1) == "lstm":
+            built = _lstm(call, _Body(library, fname))
+        elif rnn is not None:
+            built = _gru(call, _Body(library, fname))
         elif attrs.get(FUSABLE_FLAG) == Attr.bool(True):
             built = _custom(call, name, attrs)
         else:
@@ -263,13 +400,16 @@ def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[Rul
         if isinstance(built, str):
             return m.skip(f"calls {fname}: left alone ({built})")
         new_nodes, results = built
-        root = new_nodes[-1]
+        first = results[0].producer if results and results[0] is not None else None
+        root = first if first is not None else new_nodes[-1]
         for node in new_nodes:  # everything the call computed waited for its control inputs
             if node.op != "Const":
                 for ctrl in call.control_inputs:
                     node.add_control_input(ctrl)
-        renames.append((root, call.name))  # the fused node keeps the call's name (fetches by name)
-        return Replacement(new_nodes, dict(zip(call.outputs, results)), control_to=root)
+        if first is not None:
+            renames.append((first, call.name))  # the first output keeps the call's name (fetches by name)
+        mapped = {old: new for old, new in zip(call.outputs, results) if new is not None}
+        return Replacement(new_nodes, mapped, control_to=root)
 
     rules = RuleSet(name="fuse_composite_functions")
     rules.add(P("|".join(sorted(CALL_OPS)), dialect="tf"), fuse, name="calls_fused")

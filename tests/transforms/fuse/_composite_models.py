@@ -1,0 +1,90 @@
+"""The frozen Keras composite models of ``tests/models/build_keras_composite.py`` (LSTM, GRU,
+transformer encoder), built once per builder version and cached, and TensorFlow run in a child
+process with oneDNN on or off (``TF_ENABLE_ONEDNN_OPTS`` is read once, at TensorFlow's import).
+
+When the ``keras_composite`` family is registered in ``tests/models/_cache.py`` its cache is
+used; until then the same builder runs the same way (a fresh subprocess, the cache's build
+environment) into ``tests/models/_cache/keras_composite-<name>-v<version>``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tests.models import FAMILIES, ModelInfo, ensure_built
+from tests.models._cache import CACHE_DIR, REPO_ROOT, _build_env
+
+FAMILY = "keras_composite"
+BUILDER = REPO_ROOT / "tests" / "models" / "build_keras_composite.py"
+
+
+def composite_model(name: str) -> ModelInfo:
+    """``lstm``, ``gru`` or ``encoder`` (see the builder's docstring), built on first use."""
+    if FAMILY in FAMILIES:
+        return ensure_built(FAMILY, name)
+    version = re.search(r"^BUILDER_VERSION\s*=\s*(\d+)", BUILDER.read_text(), re.MULTILINE)
+    assert version is not None
+    stem = f"{FAMILY}-{name}-v{version.group(1)}"
+    sidecar = CACHE_DIR / f"{stem}.json"
+    if not sidecar.exists():
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".build-") as tmp:
+            code = ("import sys; from pathlib import Path; from tests.models.build_keras_composite import build; "
+                    "d = Path(sys.argv[2]); build(sys.argv[1], d / (sys.argv[3] + '.pb'), "
+                    "d / (sys.argv[3] + '.npz')).write_sidecar()")
+            done = subprocess.run([sys.executable, "-c", code, name, tmp, stem], cwd=REPO_ROOT, env=_build_env(),
+                                  capture_output=True, text=True, timeout=900, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"building {FAMILY}:{name} failed:\n{done.stderr[-3000:]}")
+            for suffix in (".pb", ".npz", ".json"):  # the sidecar last: it marks a complete build
+                os.replace(Path(tmp) / f"{stem}{suffix}", CACHE_DIR / f"{stem}{suffix}")
+    return ModelInfo.read_sidecar(sidecar)
+
+
+_CHILD = """
+import os, pickle, sys
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
+graph_bytes, feeds, fetches, grappler = pickle.load(open(sys.argv[1], "rb"))
+graph_def = tf.compat.v1.GraphDef()
+graph_def.ParseFromString(graph_bytes)
+with tf.Graph().as_default() as graph:
+    tf.import_graph_def(graph_def, name="")
+config = tf.compat.v1.ConfigProto()
+if not grappler:
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+from tensorflow.python.util import _pywrap_util_port
+try:
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        out = session.run([f if ":" in f else f + ":0" for f in fetches],
+                          {(k if ":" in k else k + ":0"): v for k, v in feeds.items()})
+    result = (True, [np.asarray(o) for o in out])
+except Exception as e:
+    result = (False, type(e).__name__ + ": " + " ".join(str(e).split())[:400])
+pickle.dump((bool(_pywrap_util_port.IsMklEnabled()), result), open(sys.argv[2], "wb"))
+"""
+
+
+def run_in_child(graph_bytes: bytes, feeds: dict[str, np.ndarray], fetches: list[str], *, onednn: bool,
+                 grappler: bool = False) -> tuple[bool, list[np.ndarray] | str]:
+    """Run a GraphDef in a fresh Python with ``TF_ENABLE_ONEDNN_OPTS`` set (Grappler off unless asked):
+    ``(True, outputs)`` or ``(False, the error's type and message)``.  Asserts the child's oneDNN state."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1" if onednn else "0")
+    with tempfile.TemporaryDirectory(prefix="gw-composite-") as tmp:
+        request, reply = Path(tmp) / "request.pkl", Path(tmp) / "reply.pkl"
+        request.write_bytes(pickle.dumps((graph_bytes, feeds, fetches, grappler)))
+        done = subprocess.run([sys.executable, "-c", _CHILD, str(request), str(reply)], env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0 and reply.exists(), done.stderr[-2000:]
+        mkl, result = pickle.loads(reply.read_bytes())
+    assert mkl == onednn, f"the child's TensorFlow has oneDNN {'on' if mkl else 'off'}"
+    return result
