@@ -203,12 +203,25 @@ def test_skip_layer_norm_over_two_axes_is_refused() -> None:
     assert any("not over the last axis only" in n for n in result.notes), result.notes
 
 
-def test_skip_layer_norm_with_broadcast_summand_is_refused() -> None:
+@pytest.mark.parametrize("which", ["a", "s"])
+def test_skip_layer_norm_broadcast_skip_goes_second(which: str) -> None:
+    """A (1, S, H) summand is what the kernel can broadcast: it becomes the skip, whichever side it was."""
     before = skip_ln()
-    before.graph.input[1].CopyFrom(vi("s", [1, 3, 8]))
+    position = [i.name for i in before.graph.input].index(which)
+    before.graph.input[position].CopyFrom(vi(which, [1, 3, 8]))
+    after, result = fuse(before, "fuse_ort_contrib", **ORT)
+    assert result.stats["fused"] == 1
+    fused = next(n for n in after.graph.node if n.op_type == "SkipLayerNormalization")
+    assert fused.input[1] == which
+    assert_same(before, after)
+
+
+def test_skip_layer_norm_with_unsupported_broadcast_is_refused() -> None:
+    before = skip_ln()
+    before.graph.input[1].CopyFrom(vi("s", [2, 1, 8]))  # broadcast along the sequence: not the kernel's
     after, result = fuse(before, "fuse_ort_contrib", **ORT)
     assert not result.changed and ops(after) == ops(before)
-    assert any("are not known, equal" in n for n in result.notes), result.notes
+    assert any("nor a (1, S, H) or (S, H) skip of the other" in n for n in result.notes), result.notes
     assert_same(before, after)
 
 

@@ -16,14 +16,19 @@ accumulation).  ``γ`` and ``β`` may be missing (``γ = 1``: a ones scale is ma
 optional bias is omitted), may be scalars or lower-rank constants (broadcast to the normalized
 shape when it is static), and either operand order of the commutative ops is accepted.
 
-Refused, with the reason in the report's notes: opset below 17 (``LayerNormalization`` does
-not exist there); the two reductions over different axes, over axes that are not the trailing
+Below opset 17, ``target="onnxruntime"`` still fuses: onnxruntime registers
+``LayerNormalization`` in the default domain for opsets 1–16 as one of its own (contrib)
+kernels, with the same inputs, attributes and maths as the standard op of opset 17.  Such a
+model runs on onnxruntime only (``onnx.checker`` knows no ``LayerNormalization`` below 17).
+
+Refused, with the reason in the report's notes: opset below 17 with ``target="standard"``
+(``LayerNormalization`` does not exist there); below 17 with ``target="onnxruntime"``, a
+tensor that is not float32/float16/float64 (the types onnxruntime's kernel has); the two reductions over different axes, over axes that are not the trailing
 ones, or with ``keepdims=0``; ``Pow`` exponent other than 2; ``ε`` not a one-element
 constant; ``γ``/``β`` not constant, varying along non-normalized axes, or of another dtype;
 the normalized shape unknown when ``γ`` must be broadcast; an intermediate read outside the
 pattern (``x − E[x]`` may be read by the variance and the division, nothing else) or being a
-graph output.  ``target`` is accepted for symmetry with the other fusions (both targets emit
-the standard op).
+graph output.
 
 Cost: three sweeps (full form, γ-or-β form, bare form), each O(N); O(normalized size) per
 fusion when a scale must be materialized.
@@ -39,13 +44,15 @@ from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
-from ._common_onnx import STANDARD, check_target, drop_unused_constants, new_node, scalar, std_op
+from ._common_onnx import ONNXRUNTIME, STANDARD, check_target, drop_unused_constants, new_node, scalar, std_op
 
 __all__ = ["fuse_layer_norm", "MIN_OPSET"]
 
 #: LayerNormalization entered the default domain at opset 17.
 MIN_OPSET = 17
 _FLOAT_KINDS = "f"
+#: The types onnxruntime's own LayerNormalization kernel (default domain, opsets 1-16) runs.
+ORT_CONTRIB_DTYPES = (np.float32, np.float16, np.float64)
 
 _D = std_op("Sub", ANY(name="x"), std_op("ReduceMean", ANY(name="x"), ..., name="mean"), name="d")
 _SQUARE = std_op("Pow", _D, CONST(name="two"), name="square") | std_op("Mul", _D, _D, name="square")
@@ -132,13 +139,14 @@ def _node(m: Match, name: str) -> Node:
     return node
 
 
-def _make_rule(model: Model, dropped: list[Value]):
+def _make_rule(model: Model, dropped: list[Value], target: str):
     version = opset_version(model)
 
     def rule(m: Match) -> Replacement | Skip:
         """Check the whole chain and build the LayerNormalization."""
-        if version < MIN_OPSET:
-            return m.skip(f"opset {version} < {MIN_OPSET}: LayerNormalization is not available")
+        if version < MIN_OPSET and target != ONNXRUNTIME:
+            return m.skip(f"opset {version} < {MIN_OPSET}: LayerNormalization is not available "
+                          "(target=onnxruntime emits onnxruntime's own LayerNormalization)")
         reason = why_not_closed(m)
         if reason:
             return m.skip(reason)
@@ -165,6 +173,9 @@ def _make_rule(model: Model, dropped: list[Value]):
         dtype = np.asarray(m.array("eps")).dtype
         if dtype.kind not in _FLOAT_KINDS:
             return m.skip(f"the normalized tensor is {dtype}, not a float type")
+        if version < MIN_OPSET and dtype not in ORT_CONTRIB_DTYPES:
+            return m.skip(f"the normalized tensor is {dtype}; onnxruntime's LayerNormalization below opset "
+                          f"{MIN_OPSET} runs float32, float16 and float64")
         norm_shape = _normalized_shape(x, k, m)
         params: dict[str, np.ndarray] = {}
         for name in ("gamma", "beta"):
@@ -198,10 +209,10 @@ def _make_rule(model: Model, dropped: list[Value]):
 
 @transform("fuse_layer_norm", dialects={"onnx"})
 def fuse_layer_norm(model: Model, ctx: TransformContext, *, target: str = STANDARD) -> TransformResult:
-    """Fuse decomposed LayerNorm chains into LayerNormalization (opset >= 17)."""
+    """Fuse decomposed LayerNorm chains into LayerNormalization (opset >= 17, or any opset for onnxruntime)."""
     check_target("fuse_layer_norm", target)
     dropped: list[Value] = []
-    rule = _make_rule(model, dropped)
+    rule = _make_rule(model, dropped, target)
     sweeps = []
     for forms in ((("layer_norm", _FULL),), (("layer_norm_gamma", _GAMMA_ONLY), ("layer_norm_beta", _BETA_ONLY)),
                   (("layer_norm_bare", _NORM),)):
