@@ -18,12 +18,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter, multiply_by_quantized_multiplier
 from graphwright.runtime.reference._common import OpContext
 from graphwright.runtime.reference.conv import _float32_blocks, _gemm, _Plan
 from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _mul_q
 from graphwright.runtime.reference.requant import FastRequant, Float32Requant
 
+from ._oracle import feeds_for
 from .conftest import model, random_feeds
 
 
@@ -250,3 +252,26 @@ def test_profile_breaks_the_run_down_by_operator_type() -> None:
     assert list(times.values()) == sorted(times.values(), reverse=True)
     np.testing.assert_array_equal(interp.run(feeds)[interp.outputs[0]],
                                   Interpreter(info.path).run(feeds)[interp.outputs[0]])  # steps restored
+
+
+@pytest.mark.slow
+def test_swish_gates_nobody_reads_are_left_out_of_runs() -> None:
+    """EfficientNet's swish x·sigmoid(x): the MUL reads one table of x, so a run (not a trace, not
+    a run asking for the gate) leaves the LOGISTIC out — outputs still LiteRT's BUILTIN_REF's."""
+    info = model("tflite_ops", "efficientnet_b0_int8")
+    interp = Interpreter(info.path, jit=True)
+    feeds = [feeds_for(info, seed) for seed in range(3)]
+    first = interp.run(feeds[0])  # the first run decides which MULs are gated
+    skipped = interp._main.skipped(set(interp.outputs))
+    ops = [interp._main.steps[i][1].op for i in skipped]
+    assert len(ops) >= 16 and set(ops) == {"LOGISTIC"}
+    gate = interp._main.steps[min(skipped)][1].outputs[0].name
+    for f in feeds:
+        theirs = execute(info.path, dict(f), Job(backend="litert-ref", outputs=[*interp.outputs, gate])).outputs
+        mine = interp.run(f)
+        for name in interp.outputs:
+            np.testing.assert_array_equal(mine[name], theirs[name])
+        asked = interp.run(f, outputs=[gate])  # asked for: computed
+        np.testing.assert_array_equal(asked[gate], theirs[gate])
+        np.testing.assert_array_equal(interp.trace(f)[gate], theirs[gate])
+    np.testing.assert_array_equal(interp.run(feeds[0])[interp.outputs[0]], first[interp.outputs[0]])

@@ -163,6 +163,37 @@ def im2col(x, zp, sh, sw, dh, dw, pt, pl, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
+def im2col_bytes(x, flip, pad, sh, sw, dh, dw, pt, pl, out):  # type: ignore[no-untyped-def]
+    """:func:`im2col` for the integer GEMM (``_gemm``): ``out`` [N, OH, OW, KH, KW·C] (uint8) holds
+    ``x[n, oy·sh − pt + i·dh, ox·sw − pl + j·dw, c] ^ flip`` in the image (``x``: the 8-bit input's
+    bytes, contiguous; ``flip`` 0x80 makes int8 values unsigned, ``x + 128``) and ``pad`` (the
+    GEMM's activation zero point: the tap adds 0) outside."""
+    batch, oh, ow, kh, span = out.shape
+    height, width, channels = x.shape[1], x.shape[2], x.shape[3]
+    kw = span // channels
+    for n in range(batch):
+        for oy in range(oh):
+            for i in range(kh):
+                iy = oy * sh - pt + i * dh
+                if iy < 0 or iy >= height:
+                    out[n, oy, :, i, :] = pad
+                    continue
+                row = x[n, iy].reshape(-1)
+                for ox in range(ow):
+                    left = ox * sw - pl
+                    dest = out[n, oy, ox, i]
+                    if dw == 1 and left >= 0 and left + kw <= width:
+                        start = left * channels
+                        for k in range(span):
+                            dest[k] = row[start + k] ^ flip
+                        continue
+                    for j in range(kw):
+                        ix = left + j * dw
+                        for c in range(channels):
+                            dest[j * channels + c] = row[ix * channels + c] ^ flip if 0 <= ix < width else pad
+
+
+@numba.njit(**_JIT)
 def bias_clamp(acc, bias, lo, hi):  # type: ignore[no-untyped-def]
     """In place on float32 sums ``acc`` [rows, C]: ``min(max(acc + bias[c], lo), hi)`` in float32
     (a float convolution's bias and fused activation in one pass)."""

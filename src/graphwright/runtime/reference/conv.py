@@ -60,6 +60,7 @@ from ._common import (
     padding_before,
     round_half_away,
 )
+from ._gemm import IntegerGemm
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -77,6 +78,8 @@ from .runners import (
     depthwise_runner,
     float_depthwise_runner,
     float_finish,
+    integer_pointwise_runner,
+    integer_window_runner,
     pointwise_runner,
     window_runner,
 )
@@ -353,6 +356,23 @@ def _ending(ctx: OpContext, plan: _Plan) -> tuple[Finish, int | None] | None:
     return None if finish is None else (finish, None)
 
 
+def _integer_gemm(ctx: OpContext, plan: _Plan, x: np.ndarray) -> IntegerGemm | None:
+    """The exact integer GEMM (:mod:`._gemm`) of an 8-bit layer with constant weights, an int32
+    accumulator and a compiled requantization, built once (None where it does not apply)."""
+    if not ctx.jit or "plan" not in ctx.cache or plan.fast is None or plan.fast.native is None \
+            or plan.accumulator != "int32" or x.dtype not in _BYTES:
+        return None
+    gemm = ctx.cache.get("gemm", False)
+    if gemm is False:
+        q_in = ctx.in_quant(0)
+        gemm = ctx.cache["gemm"] = None if q_in is None else IntegerGemm.build(plan.weights, q_in.zp, x.dtype)
+    return gemm  # type: ignore[return-value]
+
+
+#: the activation dtypes the integer GEMM reads
+_BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
+
+
 def _geometry(shape: tuple[int, ...], kernel: tuple[int, int, int], sh: int, sw: int, dh: int, dw: int,
               padding: int) -> Geometry:
     """Output size, padding before and padded input size of a convolution over an
@@ -398,6 +418,13 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
         taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
         acc = _grouped(taps.reshape(-1, kh * kw, x.shape[3]), groups, o, lambda t, c: _gemm(plan, t, c))
         return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
+    gemm = _integer_gemm(ctx, plan, x)
+    if gemm is not None:
+        finish = functools.partial(plan.fast, out_dtype=ctx.out_dtype())
+        if kh == kw == sh == sw == 1:
+            return [compile_runner(ctx, x, integer_pointwise_runner(gemm, x, o, finish))(x)]
+        geometry = _geometry(x.shape, (kh, kw, ci), sh, sw, dh, dw, padding)
+        return [compile_runner(ctx, x, integer_window_runner(gemm, geometry, o, finish))(x)]
     ending = _ending(ctx, plan)
     if ending is not None:
         finish, zp_in = ending

@@ -201,6 +201,9 @@ def sub(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("MUL", int16=True)
 def mul(ctx: OpContext) -> list[np.ndarray]:
+    gated = ctx.cache.get("gated")
+    if gated:  # x·g(x), decided on an earlier run: one table of x (g(x) is not read, may be None)
+        return [_byte_lookup(gated[1], ctx.jit)(ctx.x(gated[0]))]
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
     if dtype == np.float32 and a.dtype == b.dtype == np.float32:  # one fresh product, clamped in place
@@ -248,6 +251,7 @@ def _gated_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
                 gx = KERNELS[gate.op](OpContext(gate, [x], ctx.rounding, None, ctx.jit, ctx.flavor))[0]
                 if gx.dtype == a.dtype:
                     found = (side, np.ascontiguousarray(fn(x, gx) if side == 0 else fn(gx, x)))
+                    ctx.cache["unread"] = 1 - side  # the interpreter may leave the gate out
                 break
     ctx.cache["gated"] = found
     return found

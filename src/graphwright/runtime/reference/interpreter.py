@@ -83,6 +83,10 @@ __all__ = ["Interpreter", "Subgraphs", "supported_operators"]
 _KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryError)
 
 
+#: operators a run may leave out when every reader of their output says it does not read it
+_SKIPPABLE = frozenset({"LOGISTIC", "TANH"})
+
+
 def supported_operators() -> list[str]:
     """BuiltinOperator names the reference interpreter implements, sorted."""
     return sorted(KERNELS)
@@ -93,10 +97,14 @@ class _Plan:
     non-output intermediates whose last reader it is; the operators' caches; the
     graph's variable tensors, which persist from run to run."""
 
-    __slots__ = ("caches", "graph", "states", "steps")
+    __slots__ = ("caches", "graph", "skips", "states", "steps", "warm")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        #: kept tensor names -> the steps a run keeping them leaves out (see :meth:`skipped`)
+        self.skips: dict[frozenset[str], frozenset[int]] = {}
+        #: a run has completed: the kernels have said which inputs they do not read
+        self.warm = False
         order = list(graph)
         last: dict[Value, int] = {}
         for i, node in enumerate(order):
@@ -125,6 +133,29 @@ class _Plan:
                 and v.dtype.value == "int8" else 0
             self.states[v] = np.full(shape, fill, v.dtype.numpy)
 
+    def skipped(self, keep: set[str]) -> frozenset[int]:
+        """The steps a run keeping ``keep`` need not run: a LOGISTIC or TANH whose output is not
+        kept and which every reader has said it does not read (``cache["unread"]``, the input
+        index: an 8-bit MUL of the gate by its own input reads one 256-entry table of the input
+        instead, see ``elementwise._gated_table``).  Worked out once per ``keep`` after a first run."""
+        key = frozenset(keep)
+        found = self.skips.get(key)
+        if found is not None:
+            return found
+        where = {node: i for i, (_, node, *_rest) in enumerate(self.steps)}
+        skip = set()
+        for i, (_, node, _sources, outputs, _frees) in enumerate(self.steps):
+            if node.op not in _SKIPPABLE or len(outputs) != 1:
+                continue
+            out = outputs[0]
+            uses = out.uses()
+            if out.is_graph_output or out.name in keep or not uses or out in self.states:
+                continue
+            if all(user in where and self.caches[user].get("unread") == index for user, index in uses):
+                skip.add(i)
+        found = self.skips[key] = frozenset(skip)
+        return found
+
     def execute(self, env: dict[Value, np.ndarray], keep: set[str] | None, kept: dict[str, np.ndarray],
                 rounding: str, jit: bool, flavor: str, best: list[float] | None = None) -> None:
         """Run the operators on ``env`` (inputs set), storing the outputs there and, by name, the
@@ -136,9 +167,13 @@ class _Plan:
         when that input's shape and dtype match — no context, no kernel prologue."""
         env.update(self.states)  # written in place by the stateful kernels
         caches, clock = self.caches, time.perf_counter
+        skip = self.skipped(keep) if keep is not None and self.warm else frozenset()
         node: Node | None = None
         try:
             for i, (fn, node, sources, outputs, frees) in enumerate(self.steps):
+                if skip and i in skip:  # an output no one reads (its readers see None)
+                    env[outputs[0]] = None  # type: ignore[assignment]
+                    continue
                 arrays = [const if v is None else env[v] if v in env else _read(v) for v, const in sources]
                 cache = caches[node]
                 start = clock() if best is not None else 0.0
@@ -157,6 +192,7 @@ class _Plan:
                 if keep is not None:
                     for used in frees:
                         env.pop(used, None)
+            self.warm = True
         except _KERNEL_FAILURES as e:  # what prepare could not see (values known only at run time)
             where = f"operator {node.op} ({node.name!r})" if node is not None else "this model"
             raise VerificationError(
@@ -276,7 +312,8 @@ class Interpreter:
                 self._execute_locked(feeds, set(), best)
         totals: dict[str, float] = {}
         for (_, node, *_rest), seconds in zip(steps, best, strict=True):
-            totals[node.op] = totals.get(node.op, 0.0) + seconds
+            if seconds != float("inf"):  # else a step no run needed (see _Plan.skipped)
+                totals[node.op] = totals.get(node.op, 0.0) + seconds
         return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
     def _execute(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None) -> dict[str, np.ndarray]:

@@ -34,6 +34,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ._common import OpContext
+from ._gemm import IntegerGemm, unsigned
 from .jit import kernels
 from .requant import FastRequant
 
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from .conv import _Plan
 
 __all__ = ["Finish", "Geometry", "Runner", "compile_runner", "depthwise_runner", "float_depthwise_runner",
-           "float_finish", "pointwise_runner", "window_runner"]
+           "float_finish", "integer_pointwise_runner", "integer_window_runner", "pointwise_runner", "window_runner"]
 
 Runner = Callable[[np.ndarray], np.ndarray]
 #: the end of a convolution runner: sums -> output (requantization, or float bias and activation)
@@ -297,5 +298,39 @@ def _compiled_window_runner(plan: _Plan, g: Geometry, zp_in: int, finish: Finish
         im2col(np.ascontiguousarray(x), zp if x.dtype.kind in "iu" else dtype(zp_in), g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, columns)
         acc = np.matmul(rows, weights).reshape(g.n, g.oh, g.ow, weights.shape[1])
         return finish(acc)
+
+    return run
+
+
+def integer_pointwise_runner(gemm: IntegerGemm, x: np.ndarray, channels: int, finish: Finish) -> Runner:
+    """1x1 stride-1 convolution of 8-bit ``x`` on the integer GEMM (:mod:`._gemm`): the input's rows
+    made unsigned (int8: one xor per byte; uint8: read as they are), int32 sums, then ``finish``."""
+    rows_shape, out_shape = (x.size // x.shape[3], x.shape[3]), (*x.shape[:3], channels)
+    if x.dtype == np.uint8:
+        def run_unsigned(x: np.ndarray) -> np.ndarray:
+            return finish(gemm(np.ascontiguousarray(x).reshape(rows_shape)).reshape(out_shape))
+
+        return run_unsigned
+    rows: np.ndarray = np.empty(rows_shape, np.uint8)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        return finish(gemm(unsigned(x.reshape(rows_shape), rows)).reshape(out_shape))
+
+    return run
+
+
+def integer_window_runner(gemm: IntegerGemm, g: Geometry, channels: int, finish: Finish) -> Runner:
+    """KHxKW convolution of 8-bit input on the integer GEMM (:mod:`._gemm`): the uint8 im2col matrix
+    in one compiled pass (:mod:`.jit`; padded taps hold the GEMM's zero point, so they add 0),
+    int32 sums, then ``finish``."""
+    im2col = kernels().im2col_bytes
+    columns: np.ndarray = np.empty((g.n, g.oh, g.ow, g.kh, g.kw * g.co), np.uint8)
+    rows = columns.reshape(-1, g.kh * g.kw * g.co)
+    pad, out_shape = np.uint8(gemm.za), (g.n, g.oh, g.ow, channels)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        flip = np.uint8(0x80 if x.dtype == np.int8 else 0)
+        im2col(np.ascontiguousarray(x).view(np.uint8), flip, pad, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, columns)
+        return finish(gemm(rows).reshape(out_shape))
 
     return run
