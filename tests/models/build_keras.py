@@ -32,6 +32,11 @@ _APPS: dict[str, tuple[Callable[..., keras.Model], tuple[int, int, int]]] = {
     "mobilenet_v2": (keras.applications.MobileNetV2, (96, 96, 3)),
     "resnet50": (keras.applications.ResNet50, (64, 64, 3)),
     "inception_v3": (keras.applications.InceptionV3, (75, 75, 3)),
+    # added for the Grappler remapper comparison (issue 13); the keys above keep their cache keys
+    "mobilenet_v3_small": (keras.applications.MobileNetV3Small, (96, 96, 3)),
+    "efficientnet_b0": (keras.applications.EfficientNetB0, (64, 64, 3)),
+    "densenet121": (keras.applications.DenseNet121, (64, 64, 3)),
+    "xception": (keras.applications.Xception, (75, 75, 3)),
 }
 NAMES = tuple(_APPS)
 

@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
+import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -31,11 +35,22 @@ __all__ = [
     "NOT_OUTPUT_OPS",
     "GraphDefEvaluator",
     "GraphImportError",
+    "CPU_DEVICE",
     "TensorFlowBackend",
     "UnknownTensorError",
+    "grappler_optimize",
     "import_tensorflow",
+    "in_tf_process",
     "is_output_candidate",
+    "onednn_enabled",
+    "run_graphdef",
+    "session_config",
+    "time_graphdef",
 ]
+
+#: The device a local v1 Session places nodes on when no GPU is asked for.
+CPU_DEVICE = "/job:localhost/replica:0/task:0/device:CPU:0"
+_MISSING = BackendUnavailableError("TensorFlow is not installed: pip install 'graphwright[tf]'")
 
 #: Op types never listed as default outputs (besides ``Assign*``, ``Save*`` and ``Restore*``).
 NOT_OUTPUT_OPS = frozenset({
@@ -89,7 +104,7 @@ class TensorFlowBackend(Backend):
     name = "tensorflow"
     formats = ("graphdef",)
     install_hint = "pip install 'graphwright[tf]'"
-    option_names = frozenset({"intra_op_parallelism_threads", "inter_op_parallelism_threads"})
+    option_names = frozenset({"intra_op_parallelism_threads", "inter_op_parallelism_threads", "grappler"})
 
     def prepare(self, source: ModelSource, options: Mapping[str, Any]) -> Session:
         self.check_options(options)
@@ -101,11 +116,33 @@ class TensorFlowBackend(Backend):
                 tf.import_graph_def(graph_def, name="")
         except Exception as e:
             raise VerificationError(f"TensorFlow cannot import {source.label}: {one_line(e)}") from None
-        config = tf.compat.v1.ConfigProto(
+        config = session_config(
+            tf,
             intra_op_parallelism_threads=int(options.get("intra_op_parallelism_threads", 0)),
             inter_op_parallelism_threads=int(options.get("inter_op_parallelism_threads", 0)),
+            grappler=_flag(options.get("grappler", True)),
         )
         return TensorFlowSession(tf, graph, tf.compat.v1.Session(graph=graph, config=config), source)
+
+
+def session_config(tf: ModuleType, *, intra_op_parallelism_threads: int = 0, inter_op_parallelism_threads: int = 0,
+                   grappler: bool = True) -> Any:
+    """A v1 ``ConfigProto``; ``grappler=False`` turns Grappler's meta-optimizer off (the graph runs as written).
+
+    With Grappler off, TensorFlow's own graph passes still run (the oneDNN layout pass, which
+    maps ``_FusedConv2D`` & co. to its kernels when oneDNN is on), but no remapper fusion.
+    """
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=intra_op_parallelism_threads,
+                                      inter_op_parallelism_threads=inter_op_parallelism_threads)
+    if not grappler:
+        config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off")
+    return bool(value)
 
 
 def _parse(tf: ModuleType, source: ModelSource) -> Any:
@@ -285,3 +322,147 @@ def _shape(tf_shape: Any) -> tuple[int | None, ...] | None:
     if tf_shape.rank is None:
         return None
     return tuple(tf_shape.as_list())
+
+
+# -- Grappler, running with Grappler off, and TensorFlow in a child process ------------------------
+# TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when it is imported: which build's kernels and
+# which remapper decisions apply is a property of the process.  in_tf_process runs one of the
+# functions below in a fresh Python with the variable set, so one caller can compare both.
+
+
+def onednn_enabled() -> bool:
+    """Whether this process's TensorFlow runs with oneDNN (``TF_ENABLE_ONEDNN_OPTS``, read at import)."""
+    import_tensorflow(_MISSING, log_level="3")
+    from tensorflow.python.util import _pywrap_util_port  # type: ignore[import-untyped]  # lazy: optional, slow
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+def _graph_def(tf: ModuleType, graph_bytes: bytes) -> Any:
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(graph_bytes)
+    return graph_def
+
+
+def grappler_optimize(graph_bytes: bytes, fetches: Sequence[str], *, optimizers: Sequence[str] = ("remap",),
+                      place_on: str | None = CPU_DEVICE) -> bytes:
+    """The GraphDef after Grappler's meta-optimizer with only ``optimizers`` on, run once.
+
+    As a v1 Session would run it: nodes without a device are placed on ``place_on`` first
+    (Grappler's remapper only fuses nodes it finds placed on a CPU or GPU), the ``fetches``
+    (node names) are the nodes Grappler must preserve.  What the remapper emits depends on
+    this process's oneDNN setting (:func:`onednn_enabled`).
+    """
+    tf = import_tensorflow(_MISSING, log_level="3")
+    from tensorflow.core.protobuf import (  # type: ignore[import-untyped]  # lazy: TensorFlow is optional
+        config_pb2,
+        meta_graph_pb2,
+        rewriter_config_pb2,
+    )
+    from tensorflow.python.grappler import tf_optimizer  # type: ignore[import-untyped]  # lazy: optional, slow
+
+    graph_def = _graph_def(tf, graph_bytes)
+    if place_on:
+        for node in graph_def.node:
+            if not node.device:
+                node.device = place_on
+    meta = meta_graph_pb2.MetaGraphDef()
+    meta.graph_def.CopyFrom(graph_def)
+    meta.collection_def["train_op"].node_list.value.extend(f.partition(":")[0] for f in fetches)
+    config = config_pb2.ConfigProto()
+    rewrite = config.graph_options.rewrite_options
+    rewrite.optimizers.extend(optimizers)
+    rewrite.min_graph_nodes = -1
+    rewrite.meta_optimizer_iterations = rewriter_config_pb2.RewriterConfig.ONE
+    optimized = tf_optimizer.OptimizeGraph(config, meta)
+    return bytes(optimized.SerializeToString())
+
+
+def run_graphdef(graph_bytes: bytes, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], *,
+                 grappler: bool = True, threads: int = 0) -> list[np.ndarray]:
+    """Run a serialized GraphDef once in a v1 Session (``grappler=False``: as written, no remapper)."""
+    tf = import_tensorflow(_MISSING, log_level="3")
+    with tf.Graph().as_default() as graph:
+        tf.import_graph_def(_graph_def(tf, graph_bytes), name="")
+    config = session_config(tf, intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads,
+                            grappler=grappler)
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        results = session.run([_tensor_name(f) for f in fetches], {_tensor_name(k): v for k, v in feeds.items()})
+    return [np.asarray(r) for r in results]
+
+
+def time_graphdef(graph_bytes: bytes, feeds: Mapping[str, np.ndarray], fetches: Sequence[str], *,
+                  grappler: bool = True, threads: int = 1, repeat: int = 20, warmup: int = 3) -> float:
+    """Best-of-``repeat`` seconds of one ``Session.run`` (after ``warmup`` runs), ``threads`` intra/inter-op."""
+    tf = import_tensorflow(_MISSING, log_level="3")
+    with tf.Graph().as_default() as graph:
+        tf.import_graph_def(_graph_def(tf, graph_bytes), name="")
+    config = session_config(tf, intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads,
+                            grappler=grappler)
+    fetch = [_tensor_name(f) for f in fetches]
+    feed = {_tensor_name(k): v for k, v in feeds.items()}
+    best = float("inf")
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        for _ in range(warmup):
+            session.run(fetch, feed)
+        for _ in range(repeat):
+            start = time.perf_counter()
+            session.run(fetch, feed)
+            best = min(best, time.perf_counter() - start)
+    return best
+
+
+_CHILD_TASKS = {
+    "grappler_optimize": grappler_optimize,
+    "run_graphdef": run_graphdef,
+    "time_graphdef": time_graphdef,
+    "onednn_enabled": onednn_enabled,
+}
+
+
+def in_tf_process(task: str, *args: Any, onednn: bool | None = None, timeout: float = 900, **kwargs: Any) -> Any:
+    """Call one of this module's functions (by name) in a fresh Python; ``onednn`` sets ``TF_ENABLE_ONEDNN_OPTS``.
+
+    ``task`` is ``grappler_optimize``, ``run_graphdef``, ``time_graphdef`` or ``onednn_enabled``;
+    arguments and the result travel pickled through a temporary directory.  Raises
+    :class:`VerificationError` with the child's last error line when it fails.
+    """
+    if task not in _CHILD_TASKS:
+        raise ValueError(f"unknown task {task!r} (known: {', '.join(sorted(_CHILD_TASKS))})")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if onednn is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = "1" if onednn else "0"
+    with tempfile.TemporaryDirectory(prefix="graphwright-tf-") as tmp:
+        request, reply = os.path.join(tmp, "request.pkl"), os.path.join(tmp, "reply.pkl")
+        with open(request, "wb") as f:
+            pickle.dump((task, args, kwargs), f)
+        code = f"from graphwright.runtime.tensorflow import _child_main; _child_main({request!r}, {reply!r})"
+        try:
+            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise VerificationError(f"TensorFlow child process ({task}) took more than {timeout:g} s") from None
+        if done.returncode != 0 or not os.path.exists(reply):
+            lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+            raise VerificationError(f"TensorFlow child process ({task}) failed: {lines[-1] if lines else done.returncode}")
+        with open(reply, "rb") as f:
+            ok, value = pickle.load(f)
+    if not ok:
+        raise VerificationError(f"TensorFlow child process ({task}): {value}")
+    return value
+
+
+def _child_main(request: str, reply: str) -> None:
+    """The child side of :func:`in_tf_process` (pickles only our own parent's request file)."""
+    with open(request, "rb") as f:
+        task, args, kwargs = pickle.load(f)  # written by in_tf_process just before
+    try:
+        result: tuple[bool, Any] = (True, _CHILD_TASKS[task](*args, **kwargs))
+    except Exception as e:  # reported to the parent as one line
+        result = (False, _tf_message(e))
+    with open(reply, "wb") as f:
+        pickle.dump(result, f)
+
+
+def _tensor_name(name: str) -> str:
+    return name if ":" in name else f"{name}:0"

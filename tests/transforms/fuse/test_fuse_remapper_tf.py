@@ -10,6 +10,7 @@ pytestmark = pytest.mark.tf
 tg = pytest.importorskip("tests.transforms.fold._tfgraphs")
 import graphwright.transforms.fold.fold_old_batch_norms  # noqa: E402
 import graphwright.transforms.fuse.fuse_remapper_tf  # noqa: E402, F401
+from graphwright.runtime.tensorflow import in_tf_process  # noqa: E402
 
 tf, raw = tg.tf, tg.tf.raw_ops
 C = 5
@@ -112,10 +113,14 @@ def test_conv_squeeze_bias(tmp_path: Path) -> None:
     tg.assert_same_outputs(before, after, tg.randn(tg.rng(8), *shape))
 
 
-def _node(graph_bytes: bytes, op: str):
+def _nodes(graph_bytes: bytes):
     gd = tf.compat.v1.GraphDef()
     gd.ParseFromString(graph_bytes)
-    return next(n for n in gd.node if n.op == op)
+    return list(gd.node)
+
+
+def _node(graph_bytes: bytes, op: str):
+    return next(n for n in _nodes(graph_bytes) if n.op == op)
 
 
 def test_training_batch_norm_is_not_fused(tmp_path: Path) -> None:
@@ -153,21 +158,38 @@ def test_shared_intermediate_blocks_fusion_but_not_the_inner_pair(tmp_path: Path
     tg.assert_same_outputs(before, after, tg.randn(tg.rng(8), *X_SHAPE))
 
 
-def test_graph_output_is_not_fused(tmp_path: Path) -> None:
-    before = tg.build(conv_bias(), X_SHAPE)
-    after, report = tg.apply(before, "fuse_remapper", tmp_path, outputs=["bias"])
-    assert tg.ops(after)["_FusedConv2D"] == 0
-    assert any("graph output" in n for n in report.steps[0].notes)
+def test_fetched_root_fuses_and_keeps_its_name(tmp_path: Path) -> None:
+    """TF 2.21's Session fuses a chain fetched at its end; the fused node takes the fetched name."""
+    before = tg.build(conv_bias("Relu"), X_SHAPE)
+    after, report = tg.apply(before, "fuse_remapper", tmp_path, outputs=["act"])
+    assert _node(after, "_FusedConv2D").name == "act"
+    assert report.steps[0].stats["contraction_bias_act"] == 1
+    tg.assert_same_outputs(before, after, tg.randn(tg.rng(8), *X_SHAPE), outputs=["act"])
 
 
-def test_nchw_is_not_fused(tmp_path: Path) -> None:
+def test_fetched_intermediate_stops_the_chain_as_grappler_does(tmp_path: Path) -> None:
+    """Fetching the BiasAdd too: Conv2D+BiasAdd fuse under the BiasAdd's name, the Relu stays (Grappler's answer)."""
+    before = tg.build(conv_bias("Relu"), X_SHAPE)
+    after, report = tg.apply(before, "fuse_remapper", tmp_path, outputs=["bias", "act"])
+    node = _node(after, "_FusedConv2D")
+    assert node.name == "bias" and node.attr["fused_ops"].list.s == [b"BiasAdd"] and tg.ops(after)["Relu"] == 1
+    assert any("'bias' (BiasAdd) is a graph input/output" in n for n in report.steps[0].notes)
+    theirs = in_tf_process("grappler_optimize", before, ["bias", "act"], onednn=True)
+    assert {(n.op, n.name) for n in _nodes(theirs) if n.op.startswith("_Fused") or n.op == "Relu"} == {
+        ("_FusedConv2D", "bias"), ("Relu", "act")}
+    tg.assert_same_outputs(before, after, tg.randn(tg.rng(8), *X_SHAPE), outputs=["bias", "act"])
+
+
+def test_nchw_fuses_for_onednn_only(tmp_path: Path) -> None:
     def body(x):
         r = tg.rng(9)
         return tf.nn.bias_add(_conv(x, r, "NCHW"), tf.constant(tg.randn(r, C)), data_format="NCHW")
     before = tg.build(body, (2, 3, 8, 8))
-    after, report = tg.apply(before, "fuse_remapper", tmp_path)
+    after, report = tg.apply(before, "fuse_remapper(target=eigen)", tmp_path)
     assert tg.ops(after)["_FusedConv2D"] == 0
-    assert any("NHWC only" in n for n in report.steps[0].notes)
+    assert any("NCHW runs only in the oneDNN build" in n for n in report.steps[0].notes)
+    after, _ = tg.apply(before, "fuse_remapper", tmp_path)
+    assert tg.ops(after)["_FusedConv2D"] == 1  # run in the oneDNN child process by test_fuse_remapper_tf_targets
 
 
 def test_after_fold_old_batch_norms_the_chain_fuses(tmp_path: Path) -> None:
