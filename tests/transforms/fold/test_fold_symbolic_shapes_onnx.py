@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 
-from .._onnx_build import F, apply, init, model, ops, same_outputs, vi
+from .._onnx_build import I64, F, apply, init, model, ops, same_outputs, vi
 
 mk = helper.make_node
 
@@ -40,3 +40,231 @@ def test_symbolic_shape_glue_becomes_constant_targets() -> None:
     assert "Shape" not in ops(m)
     for seed, dims in enumerate(({"B": 1, "S": 7}, {"B": 3, "S": 2})):
         same_outputs(p, m, dims=dims, seed=seed)
+
+
+# ----- helpers for the cases below -------------------------------------------------------------------------------
+def _i(name: str, *values: int, scalar: bool = False):
+    return init(name, np.array(values[0] if scalar else list(values), np.int64))
+
+
+def _fold_twice(m):
+    """Shape inference, the pass, dead-code elimination; a second round must change nothing."""
+    apply(m, "infer_shapes")
+    first = apply(m, "fold_symbolic_shapes")
+    apply(m, "eliminate_dead_code")
+    apply(m, "infer_shapes")
+    second = apply(m, "fold_symbolic_shapes")
+    assert not second.changed, second.stats
+    return first
+
+
+def _check_sizes(p, m, sizes) -> None:
+    for seed, dims in enumerate(sizes):
+        same_outputs(p, m, dims=dims, seed=seed)
+
+
+def _gathers(src: str, *indices: int) -> list:
+    nodes = [mk("Shape", [src], ["s"])]
+    for i in indices:
+        nodes += [mk("Gather", ["s", f"i{i}"], [f"g{i}"], axis=0), mk("Unsqueeze", [f"g{i}", "ax"], [f"u{i}"])]
+    return nodes
+
+
+def _gather_inits(*indices: int) -> list:
+    return [_i(f"i{i}", i, scalar=True) for i in indices] + [_i("ax", 0)]
+
+
+def test_static_dims_of_a_partly_dynamic_shape_fold_to_constants() -> None:
+    """x[1, T, 8] (batch 1, T dynamic): zeros of [2, batch, 16] (an LSTM state) get a constant shape,
+    and Reshape(x, [batch, T*8]) a constant target [1, -1]."""
+    nodes = _gathers("x", 0, 1, 2) + [
+        mk("Concat", ["two", "u0", "c16"], ["zs"], axis=0), mk("ConstantOfShape", ["zs"], ["z"]),
+        mk("ReduceSum", ["z"], ["zsum"], keepdims=0),
+        mk("Mul", ["g1", "g2"], ["t8"]), mk("Unsqueeze", ["t8", "ax"], ["t8u"]),
+        mk("Concat", ["u0", "t8u"], ["flat"], axis=0), mk("Reshape", ["x", "flat"], ["r"]),
+        mk("Add", ["r", "zsum"], ["y"]),
+    ]
+    inits = _gather_inits(0, 1, 2) + [_i("two", 2), _i("c16", 16)]
+    m, p = model(nodes, [vi("x", F, [1, "T", 8])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["constants"] >= 1 and result.stats["targets_folded"] == 1
+    cos = next(n for n in m.graph if n.op == "ConstantOfShape")
+    assert cos.inputs[0].const.numpy().tolist() == [2, 1, 16]
+    reshape = next(n for n in m.graph if n.op == "Reshape")
+    assert reshape.inputs[1].const.numpy().tolist() == [1, -1]
+    assert not {"Shape", "Gather", "Concat", "Mul"} & set(ops(m))
+    _check_sizes(p, m, [{"T": 3}, {"T": 11}])
+
+
+def test_arithmetic_on_symbolic_dims() -> None:
+    """[B*S, C] and [B, S, 4, C/4] targets from Mul and Div of gathered dims: [-1, 64] and [0, 0, 4, 16]."""
+    nodes = _gathers("x", 0, 1, 2) + [
+        mk("Mul", ["g0", "g1"], ["bs"]), mk("Unsqueeze", ["bs", "ax"], ["bsu"]),
+        mk("Concat", ["bsu", "u2"], ["t1"], axis=0), mk("Reshape", ["x", "t1"], ["flat"]),
+        mk("Div", ["g2", "four_s"], ["q"]), mk("Mul", ["q", "one_s"], ["q1"]), mk("Unsqueeze", ["q1", "ax"], ["qu"]),
+        mk("Concat", ["u0", "u1", "four", "qu"], ["t2"], axis=0), mk("Reshape", ["x", "t2"], ["heads"]),
+        mk("ReduceSum", ["heads", "red"], ["hs"], keepdims=0), mk("ReduceSum", ["flat"], ["fs"], keepdims=0),
+        mk("Add", ["hs", "fs"], ["y"]),
+    ]
+    inits = _gather_inits(0, 1, 2) + [_i("four_s", 4, scalar=True), _i("one_s", 1, scalar=True), _i("four", 4),
+                                      _i("red", 0, 1, 2, 3)]
+    m, p = model(nodes, [vi("x", F, ["B", "S", 64])], [vi("y", F, None)], inits)
+    _fold_twice(m)
+    targets = [n.inputs[1].const.numpy().tolist() for n in m.graph if n.op == "Reshape"]
+    assert sorted(targets) == [[-1, 64], [0, 0, 4, 16]]
+    assert "Shape" not in ops(m)
+    _check_sizes(p, m, [{"B": 1, "S": 5}, {"B": 3, "S": 2}])
+
+
+def test_concat_of_a_shapes_own_pieces_becomes_one_shape_slice() -> None:
+    """Reshape(h[B*S, 32], Concat(B, S, -1)) where h does not carry B and S: the target keeps reading
+    the input's shape, as one Shape(x, end=2) instead of Shape, two Gathers and two Unsqueezes."""
+    nodes = _gathers("x", 0, 1) + [
+        mk("Concat", ["u0", "u1", "m1"], ["t"], axis=0),
+        mk("Reshape", ["x", "flat"], ["h"]), mk("Relu", ["h"], ["hr"]), mk("Reshape", ["hr", "t"], ["y"]),
+    ]
+    inits = _gather_inits(0, 1) + [_i("m1", -1), _i("flat", -1, 32)]
+    m, p = model(nodes, [vi("x", F, ["B", "S", 32])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["concats_regrouped"] == 1
+    assert sorted(ops(m)) == ["Concat", "Relu", "Reshape", "Reshape", "Shape"]
+    shape = next(n for n in m.graph if n.op == "Shape")
+    assert shape.attr("end") == 2 and shape.attr("start", 0) == 0
+    _check_sizes(p, m, [{"B": 2, "S": 3}, {"B": 5, "S": 1}])
+
+
+def test_unsqueezed_dims_in_order_are_the_shape_itself() -> None:
+    """Expand(ones[1], Concat(dims 1 and 2 of x)) -> Expand(ones, Shape(x, start=1))."""
+    nodes = _gathers("x", 1, 2) + [mk("Concat", ["u1", "u2"], ["t"], axis=0), mk("Expand", ["one", "t"], ["e"]),
+                                   mk("Add", ["e", "x"], ["y"])]
+    inits = _gather_inits(1, 2) + [init("one", np.ones([1], np.float32))]
+    m, p = model(nodes, [vi("x", F, [2, "H", "W"])], [vi("y", F, None)], inits)
+    assert _fold_twice(m).stats["shape_slices"] >= 1
+    (shape,) = [n for n in m.graph if n.op == "Shape"]
+    assert shape.attr("start") == 1 and shape.attr("end") is None
+    assert "Gather" not in ops(m) and "Concat" not in ops(m)
+    _check_sizes(p, m, [{"H": 2, "W": 3}, {"H": 4, "W": 1}, {"H": 1, "W": 6}])
+
+
+def test_equal_symbolic_values_are_one_value() -> None:
+    """S*1 and S/1 are S: their readers read the Gather."""
+    nodes = _gathers("x", 1) + [
+        mk("Mul", ["g1", "one_s"], ["a"]), mk("Div", ["g1", "one_s"], ["b"]), mk("Add", ["a", "b"], ["ab"]),
+        mk("Sub", ["ab", "g1"], ["c"]), mk("Cast", ["c"], ["cf"], to=F), mk("Mul", ["x", "cf"], ["y"]),
+    ]
+    inits = _gather_inits(1) + [_i("one_s", 1, scalar=True)]
+    m, p = model(nodes, [vi("x", F, [2, "S"])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["vectors_merged"] >= 1
+    assert ops(m).count("Mul") == 1 and "Div" not in ops(m) and "Sub" not in ops(m)
+    _check_sizes(p, m, [{"S": 3}, {"S": 7}])
+
+
+def test_a_dynamic_dim_is_never_made_constant() -> None:
+    """Two dims unknown to each other (B and S) cannot both be -1: the glue stays, outputs unchanged."""
+    nodes = _gathers("x", 0, 1) + [mk("Concat", ["u1", "u0"], ["t"], axis=0), mk("Reshape", ["x", "t"], ["y"])]
+    m, p = model(nodes, [vi("x", F, ["B", "S"])], [vi("y", F, None)], _gather_inits(0, 1))
+    _fold_twice(m)
+    reshape = next(n for n in m.graph if n.op == "Reshape")
+    assert reshape.inputs[1].const is None
+    _check_sizes(p, m, [{"B": 2, "S": 3}, {"B": 4, "S": 1}])
+
+
+def test_zero_initial_state_of_a_recurrent_layer_is_dropped() -> None:
+    """GRU over x[T, B, 4] with initial_h = zeros([1, B, 6]) of a dynamic shape: the default state."""
+    rng = np.random.default_rng(0)
+    nodes = _gathers("x", 1) + [
+        mk("Concat", ["one", "u1", "six"], ["hs"], axis=0), mk("ConstantOfShape", ["hs"], ["h0"]),
+        mk("GRU", ["x", "w", "r", "b", "", "h0"], ["yseq", "y"], hidden_size=6),
+    ]
+    inits = _gather_inits(1) + [_i("one", 1), _i("six", 6),
+                                init("w", rng.standard_normal([1, 18, 4]).astype(np.float32)),
+                                init("r", rng.standard_normal([1, 18, 6]).astype(np.float32)),
+                                init("b", rng.standard_normal([1, 36]).astype(np.float32))]
+    m, p = model(nodes, [vi("x", F, ["T", "B", 4])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["rnn_states_dropped"] == 1
+    gru = next(n for n in m.graph if n.op == "GRU")
+    assert len(gru.inputs) == 4 and ops(m) == ["GRU"]
+    _check_sizes(p, m, [{"T": 3, "B": 2}, {"T": 5, "B": 1}])
+
+
+def test_a_nonzero_initial_state_stays() -> None:
+    nodes = [mk("ConstantOfShape", ["hs"], ["h0"], value=helper.make_tensor("v", F, [1], [0.5])),
+             mk("RNN", ["x", "w", "r", "", "", "h0"], ["yseq", "y"], hidden_size=3)]
+    inits = [_i("hs", 1, 1, 3), init("w", np.ones([1, 3, 2], np.float32)), init("r", np.ones([1, 3, 3], np.float32))]
+    m, p = model(nodes, [vi("x", F, ["T", 1, 2])], [vi("y", F, None)], inits)
+    apply(m, "infer_shapes")
+    assert apply(m, "fold_symbolic_shapes").stats["rnn_states_dropped"] == 0
+    _check_sizes(p, m, [{"T": 2}, {"T": 4}])
+
+
+def test_transpose_of_unit_dims_is_a_reshape() -> None:
+    """[S, 1, B, 8] -> perm (0, 2, 1, 3) -> [S, B, 1, 8] moves only the 1: Reshape(x, [0, -1, 1, 8])."""
+    nodes = [mk("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]), mk("Relu", ["t"], ["y"])]
+    m, p = model(nodes, [vi("x", F, ["S", 1, "B", 8])], [vi("y", F, None)])
+    result = _fold_twice(m)
+    assert result.stats["transposes_to_reshape"] == 1
+    reshape = next(n for n in m.graph if n.op == "Reshape")
+    assert reshape.inputs[1].const.numpy().tolist() == [0, -1, 1, 8]
+    _check_sizes(p, m, [{"S": 2, "B": 3}, {"S": 5, "B": 1}])
+    # a Transpose that reorders two dims larger than 1 stays
+    m2, _ = model([mk("Transpose", ["x"], ["y"], perm=[2, 1, 0, 3])], [vi("x", F, ["S", 1, "B", 8])], [vi("y", F, None)])
+    apply(m2, "infer_shapes")
+    assert not apply(m2, "fold_symbolic_shapes").changed
+
+
+def test_size_range_and_where_on_shapes() -> None:
+    """Size(x[2, S, 3]) / 6 is S; Range(0, S, 1) has shape [S]; Where(Equal(S, -1), 1, S) is S."""
+    nodes = [
+        mk("Size", ["x"], ["n"]), mk("Div", ["n", "six"], ["s"]),
+        mk("Range", ["zero", "s", "one"], ["rng"]), mk("Shape", ["rng"], ["rs"]),
+        mk("Equal", ["rs", "m1"], ["eq"]), mk("Where", ["eq", "onev", "rs"], ["w"]),
+        mk("Concat", ["two", "w", "three"], ["t"], axis=0), mk("Reshape", ["x2", "t"], ["r"]),
+        mk("Add", ["r", "x"], ["y"]),
+    ]
+    inits = [_i("six", 6, scalar=True), _i("zero", 0, scalar=True), _i("one", 1, scalar=True), _i("m1", -1),
+             _i("onev", 1), _i("two", 2), _i("three", 3)]
+    m, p = model(nodes, [vi("x", F, [2, "S", 3]), vi("x2", F, [6, "S"])], [vi("y", F, None)], inits)
+    _fold_twice(m)
+    reshape = next(n for n in m.graph if n.op == "Reshape")
+    assert reshape.inputs[1].const.numpy().tolist() == [2, 0, 3]  # x2[6, S]: S is copied
+    assert not {"Size", "Range", "Where", "Shape"} & set(ops(m))
+    _check_sizes(p, m, [{"S": 1}, {"S": 4}])
+
+
+def test_glue_inside_if_and_loop_bodies() -> None:
+    """The same glue inside an If branch and a Loop body (reading the outer x) folds there too."""
+    glue = [mk("Shape", ["x"], ["s_in"]), mk("Gather", ["s_in", "i0"], ["g_in"], axis=0),
+            mk("Unsqueeze", ["g_in", "ax"], ["u_in"]), mk("Concat", ["u_in", "m1"], ["t_in"], axis=0)]
+    then_g = helper.make_graph(glue + [mk("Reshape", ["x", "t_in"], ["then_out"])], "then", [],
+                               [vi("then_out", F, [None, None])])
+    else_g = helper.make_graph([mk("Neg", ["xflat"], ["else_out"])], "else", [], [vi("else_out", F, [None, None])])
+    body = helper.make_graph(
+        [mk("Identity", ["cond_in"], ["cond_out"])] + [helper.make_node(n.op_type, [i.replace("_in", "_b") if
+                                                                          i.endswith("_in") else i for i in n.input],
+                                                       [o.replace("_in", "_b") for o in n.output],
+                                                       **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+                                      for n in glue]
+        + [mk("Reshape", ["x", "t_b"], ["xr"]), mk("Add", ["acc_in", "xr"], ["acc_out"])],
+        "body", [vi("iter", I64, []), vi("cond_in", TensorProto.BOOL, []), vi("acc_in", F, [None, None])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("acc_out", F, [None, None])])
+    nodes = [mk("Reshape", ["x", "flat"], ["xflat"]),
+             mk("If", ["c"], ["yi"], then_branch=then_g, else_branch=else_g),
+             mk("Loop", ["trips", "", "xflat"], ["yl"], body=body),
+             mk("Add", ["yi", "yl"], ["y"])]
+    inits = [_i("i0", 0, scalar=True), _i("ax", 0), _i("m1", -1), _i("flat", 0, -1), _i("trips", 3, scalar=True)]
+    m, p = model(nodes, [vi("x", F, ["B", "S", 4]), vi("c", TensorProto.BOOL, [])], [vi("y", F, [None, None])],
+                 inits)
+    result = _fold_twice(m)
+    assert result.stats["targets_folded"] == 2
+    for node in m.graph:
+        if node.op in ("If", "Loop"):
+            for attr in node.attrs.values():
+                for g in attr.value if isinstance(attr.value, list) else [attr.value]:
+                    for inner in getattr(g, "__iter__", lambda: iter(()))():
+                        assert inner.op != "Shape"
+                        if inner.op == "Reshape":
+                            assert inner.inputs[1].const.numpy().tolist() == [0, -1]
+    for seed in range(4):  # both branches
+        same_outputs(p, m, dims={"B": 2 + seed, "S": 3 - seed % 2}, seed=seed)
