@@ -72,7 +72,9 @@ def _tf_io(value: Value) -> IOSpec:
     node = value.producer
     assert node is not None
     dtype = node.attr("dtype") or node.attr("T")
-    shape = node.attr("shape") if node.op.startswith("Placeholder") else value.shape
+    # a Placeholder's or a variable's declared shape is its ``shape`` attribute (a VarHandleOp's output is a handle)
+    declared = node.op.startswith("Placeholder") or node.op in _VARIABLE_OPS
+    shape = node.attr("shape") if declared else value.shape
     name = node.name if value.index == 0 else f"{node.name}:{value.index}"
     return IOSpec(name, _dtype_name(dtype if isinstance(dtype, DType) else value.dtype), _shape_list(shape))
 
@@ -103,7 +105,7 @@ def summarize(model: Model, file_bytes: int | None = None) -> GraphSummary:
         const_bytes += tensor.nbytes or 0
     var_params = 0
     for spec in variables:
-        if spec.shape and all(isinstance(d, int) for d in spec.shape):
+        if spec.shape is not None and all(isinstance(d, int) and d >= 0 for d in spec.shape):  # a scalar is 1
             count = 1
             for d in spec.shape:
                 count *= int(d)  # type: ignore[arg-type]
