@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -149,3 +150,17 @@ def test_where_the_original_writes_a_graph_tensorflow_rejects_ours_runs(oracle: 
     printers = [n for n in _nodes(oracle, ours) if n[1] == "Print"]
     assert [(n[0], n[2]) for n in printers] == [("uq__print__", ["uq:0", "uq:0"])]
     assert _printed(oracle, ours, capfd, runs=1) == Counter({"[3 -1 2 5]": 1})
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("pipeline", ['insert_logging(show_op=true, show_name=true, message="x:")',
+                                      "insert_logging(op=Conv2D, op=Relu, prefix=small_cnn_1/conv)"])
+def test_frozen_keras_graph_gets_the_original_tools_print_nodes(oracle: ModuleType, pipeline: str) -> None:
+    """Every node of examples/small_cnn.pb but the Print the original wires to the NoOp the output waits on."""
+    data = (Path(__file__).resolve().parents[3] / "examples" / "small_cnn.pb").read_bytes()
+    model = model_from_proto(parse_bytes(data)[0])
+    run_pipeline(model, pipeline, inputs=["input"], outputs=["Identity"])
+    ours = _nodes(oracle, serialize(model))
+    theirs = _nodes(oracle, oracle.original_tool(data, ["input"], ["Identity"], pipeline))
+    assert ours == [n for n in theirs if n[0] != "NoOp__print__"]
+    assert sum(n[1] == "Print" for n in ours) >= (50 if "show_op" in pipeline else 3)
