@@ -43,6 +43,7 @@ __all__ = [
     "in_tf_process",
     "is_output_candidate",
     "onednn_enabled",
+    "run_batch",
     "run_graphdef",
     "session_config",
     "time_graphdef",
@@ -412,7 +413,13 @@ def time_graphdef(graph_bytes: bytes, feeds: Mapping[str, np.ndarray], fetches: 
     return best
 
 
-_CHILD_TASKS = {
+def run_batch(calls: Sequence[tuple[str, Sequence[Any], Mapping[str, Any]]]) -> list[Any]:
+    """Several of this module's functions in one process: ``[(task, args, kwargs), ...]`` -> results."""
+    return [_CHILD_TASKS[task](*args, **kwargs) for task, args, kwargs in calls]
+
+
+_CHILD_TASKS: dict[str, Any] = {
+    "batch": run_batch,
     "grappler_optimize": grappler_optimize,
     "run_graphdef": run_graphdef,
     "time_graphdef": time_graphdef,
@@ -423,7 +430,8 @@ _CHILD_TASKS = {
 def in_tf_process(task: str, *args: Any, onednn: bool | None = None, timeout: float = 900, **kwargs: Any) -> Any:
     """Call one of this module's functions (by name) in a fresh Python; ``onednn`` sets ``TF_ENABLE_ONEDNN_OPTS``.
 
-    ``task`` is ``grappler_optimize``, ``run_graphdef``, ``time_graphdef`` or ``onednn_enabled``;
+    ``task`` is ``grappler_optimize``, ``run_graphdef``, ``time_graphdef``, ``onednn_enabled`` or
+    ``batch`` (a list of ``(task, args, kwargs)`` run in one process, see :func:`run_batch`);
     arguments and the result travel pickled through a temporary directory.  Raises
     :class:`VerificationError` with the child's last error line when it fails.
     """
