@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.tf
 tg = pytest.importorskip("tests.transforms.fold._tfgraphs")
 import graphwright as gw  # noqa: E402
-import graphwright.transforms.fuse.fuse_remapper_tf  # noqa: E402, F401
+import graphwright.transforms.fuse.fuse_remapper_tf  # noqa: E402
 from graphwright.errors import TransformError  # noqa: E402
 from graphwright.runtime.tensorflow import in_tf_process  # noqa: E402
 
@@ -155,7 +155,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.mark.parametrize("target", ["onednn", "eigen"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_fused_form_runs_in_its_build(results: dict, case: str, target: str) -> None:
-    before, after, report, want, got, grappler = results[case, target]
+    _, after, report, want, got, grappler = results[case, target]
     expected = CASES[case][1][target]
     assert _fused(after) == Counter(expected), report.steps[0].notes
     scale = max(float(np.abs(want).max()), 1e-6)
