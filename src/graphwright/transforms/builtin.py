@@ -38,6 +38,8 @@ from .fuse import (  # noqa: F401
     fuse_gelu_onnx,
     fuse_layer_norm_onnx,
     fuse_matmul_add_into_gemm_onnx,
+    fuse_matmul_gelu_tf,
+    fuse_mkl_layer_norm_tf,
     fuse_mul_add_into_conv_onnx,
     fuse_ort_contrib_onnx,
     fuse_pad_and_conv_tf,
