@@ -32,7 +32,8 @@ the operators it follows).  Then, node by node:
   zeros (``ConstantOfShape`` of 0, ``Expand`` of a 0, sliced or reshaped) is
   dropped: zero is the operator's default;
 * **Transpose of unit dims**: a ``Transpose`` that moves only dims of size 1
-  (the other dims keep their order) is a ``Reshape``.
+  (the other dims keep their order) is a ``Reshape`` (not next to another
+  ``Transpose``: that pair is one Transpose for ``fuse_consecutive_transposes``).
 
 Nothing depends on the values of dynamic dims: an element is folded only when it
 is the same for every input, so the model's dynamic behaviour is unchanged (the
@@ -58,7 +59,7 @@ _INT_DTYPES = {DType.INT64, DType.INT32, DType.INT16, DType.INT8, DType.UINT8, D
 _STATE_INPUTS = {"LSTM": (5, 6), "GRU": (5,), "RNN": (5,)}
 #: Ops that pass zeros through (a slice, reshape or copy of zeros is zeros).
 _ZERO_KEEPING = frozenset({"Slice", "Reshape", "Unsqueeze", "Squeeze", "Identity", "Cast", "Transpose", "Flatten",
-                           "Expand", "Tile", "Gather"})
+                           "Expand", "Tile", "Gather", "Split"})
 
 
 class _Folder:
@@ -259,6 +260,9 @@ class _Folder:
     def _transpose(self, graph: Graph, node: Node) -> bool:
         if node.op != "Transpose" or not node.inputs or node.inputs[0] is None:
             return False
+        source = node.inputs[0].producer
+        if (source is not None and source.op == "Transpose") or any(u.op == "Transpose" for u in node.output.users()):
+            return False  # fuse_consecutive_transposes makes one Transpose (or none) of the pair
         x = self.lattice.shape(node.inputs[0])
         perm = node.attr("perm")
         if x is None or perm is None or sorted(int(p) for p in perm) != list(range(len(x))):
@@ -306,7 +310,7 @@ def _zeros(value: Value | None, depth: int = 0) -> bool:
             return False
         return not np.any(tensor.numpy())
     node = value.producer
-    if not is_standard(node) or value is not node.outputs[0]:
+    if not is_standard(node) or (value is not node.outputs[0] and node.op != "Split"):
         return False
     if node.op == "ConstantOfShape":
         fill = node.attr("value")
