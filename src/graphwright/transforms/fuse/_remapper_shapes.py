@@ -163,6 +163,12 @@ def annotate_shapes(graph: Graph) -> int:
             shapes.append(tuple(shape) if shape is not None and all(d is not None for d in shape) else None)
         if not shapes:
             continue
+        if node.op == "IdentityN":  # output i is input i (Keras' swish with its custom gradient)
+            for out, shape in zip(node.outputs, shapes):
+                if out.shape is None and shape is not None:
+                    out.shape = shape
+                    count += 1
+            continue
         if node.op in _SAME_AS_INPUT:
             shape = shapes[0]
         elif node.op in _BROADCAST:
