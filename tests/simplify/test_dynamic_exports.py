@@ -41,7 +41,8 @@ NAMES = _cache.names_of("build_onnx_ocr")
 _LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxruntime",)),
               ("onnxscript", ("onnxscript",)))
 
-#: The fewest nodes onnxsim 0.8.1 or onnxslim 0.1.98 leave (whose output still matches), per model.
+#: The fewest nodes onnxsim 0.8.1, onnxslim 0.1.98, onnxoptimizer 0.4.2 or onnxscript 0.7.2's optimizer leave
+#: (among outputs that still match), per model.
 PEER_BEST = {"crnn_ts": 21, "crnn_dynamo": 19, "svtr_ts": 95, "svtr_dynamo": 86, "gru_ts": 20, "gru_dynamo": 27,
              "lstm_loop_ts": 11}
 #: Slow exports (the dynamo exporter on attention blocks): only with --wide.
@@ -144,27 +145,44 @@ def test_shape_glue_of_static_dims_is_gone(name: str) -> None:
 
 
 # ----- the peer comparison (a script; the peers are not dependencies) ---------------------------------
+PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "onnxscript")
+
+
 def _peer(tool: str, path: Path) -> onnx.ModelProto:
+    """A peer's output (each with its defaults; onnxoptimizer with its fuse and elimination passes)."""
     if tool == "onnxsim":
         import onnxsim  # lazy: a peer, installed for benchmarks only
 
         return onnxsim.simplify(onnx.load(str(path)))[0]
-    import onnxslim  # lazy: a peer, installed for benchmarks only
+    if tool == "onnxslim":
+        import onnxslim  # lazy: a peer, installed for benchmarks only
 
-    return onnxslim.slim(onnx.load(str(path)))
+        return onnxslim.slim(onnx.load(str(path)))
+    if tool == "onnxoptimizer":
+        import onnxoptimizer  # lazy: a peer, installed for benchmarks only
+
+        return onnxoptimizer.optimize(onnx.load(str(path)), onnxoptimizer.get_fuse_and_elimination_passes(),
+                                      fixed_point=True)
+    import onnx_ir  # lazy: a peer, installed for benchmarks only
+    import onnxscript.optimizer  # lazy: a peer, installed for benchmarks only
+
+    model = onnx_ir.load(str(path))
+    onnxscript.optimizer.optimize(model)
+    return onnx_ir.to_proto(model)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(NAMES))
     args = parser.parse_args(argv)
-    print(f"{'model':14s} {'original':>8s} {'graphwright':>12s} {'onnxsim':>12s} {'onnxslim':>12s}")
+    tools = ("graphwright", *PEERS)
+    print(f"{'model':14s} {'original':>8s} " + " ".join(f"{t:>14s}" for t in tools))
     for name in args.models.split(","):
         info = ocr_model(name)
         xs = sample_inputs(info)
         want = [run(info.path.read_bytes(), x) for x in xs]
         cells = []
-        for tool in ("graphwright", "onnxsim", "onnxslim"):
+        for tool in tools:
             start = time.perf_counter()
             try:
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -177,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             same = all(np.allclose(run(out, x), w, rtol=1e-4, atol=1e-5) for x, w in zip(xs, want))
             cells.append(f"{len(out.graph.node)}{'' if same else '(wrong)'} {seconds:5.2f}s")
         original = len(onnx.load(str(info.path)).graph.node)
-        print(f"{name:14s} {original:>8d} " + " ".join(f"{c:>12s}" for c in cells))
+        print(f"{name:14s} {original:>8d} " + " ".join(f"{c:>14s}" for c in cells), flush=True)
     return 0
 
 

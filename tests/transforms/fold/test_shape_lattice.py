@@ -31,7 +31,9 @@ def test_inexact_division_is_an_opaque_size_equal_only_to_itself() -> None:
     q1, q2 = div(W, 4), div(W, 4)
     assert isinstance(q1, Expr) and q1 == q2  # the same quotient of the same size
     assert div(W, 4) != div(W, 2) and div(W, 4) != W
-    assert div(add(W, -5), 2) is None  # W - 5 may be negative: no opaque floor of it
+    neg = div(add(W, -5), 2)  # W - 5 may be negative: a quotient of unknown sign
+    assert isinstance(neg, Expr) and not neg.nonnegative and div(add(W, -5), 2) == neg
+    assert div(W, 4).nonnegative
     assert Opaque(("dim", 1)) != Opaque(("dim", 2)) and B != S
 
 

@@ -44,13 +44,15 @@ _INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "
 
 
 class Opaque:
-    """An unknown size equal only to itself (``key`` makes equal keys the same unknown)."""
+    """An unknown integer equal only to itself (``key`` makes equal keys the same unknown); ``nonneg``:
+    known to be >= 0 (a size, or a quotient of sizes), which comparisons may rely on."""
 
-    __slots__ = ("key", "_hash")
+    __slots__ = ("key", "_hash", "nonneg")
 
-    def __init__(self, key: object) -> None:
+    def __init__(self, key: object, nonneg: bool = True) -> None:
         self.key = key
         self._hash = hash(key)
+        self.nonneg = nonneg
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Opaque) and other.key == self.key
@@ -98,8 +100,13 @@ class Expr:
 
     @property
     def nonnegative(self) -> bool:
-        """Whether the value is >= 0 whatever the atoms (all are sizes, so >= 0)."""
-        return all(c >= 0 for c in self.terms.values())
+        """Whether the value is >= 0 whatever the atoms (sizes and flagged quotients are >= 0)."""
+        return self.signed_atoms_free and all(c >= 0 for c in self.terms.values())
+
+    @property
+    def signed_atoms_free(self) -> bool:
+        """Every atom is >= 0 (so the signs of the coefficients decide comparisons)."""
+        return all(isinstance(a, str) or a.nonneg for mono in self.terms for a in mono)
 
     def single_atom(self) -> Atom | None:
         if len(self.terms) == 1:
@@ -157,13 +164,13 @@ def div(a: Elem, b: Elem, op: str = "Div") -> Elem | None:
     if is_int(b) and b != 0 and isinstance(a, Expr):
         if all(c % b == 0 for c in a.terms.values()):
             return normal({m: c // b for m, c in a.terms.items()})
-        if b < 0 or not a.nonnegative:
-            return None
-        return Expr.atom(Opaque((op, a, b)))
+        return Expr.atom(Opaque((op, a, b), nonneg=a.nonnegative and b > 0))
     quotient = exact_quotient(a, b)
     if quotient is not None:
         return quotient
-    return Expr.atom(Opaque((op, a, b))) if isinstance(a, Expr) and isinstance(b, Expr) else None
+    if isinstance(a, Expr) and isinstance(b, Expr):
+        return Expr.atom(Opaque((op, a, b), nonneg=a.nonnegative and b.nonnegative))
+    return None
 
 
 def exact_quotient(a: Elem, b: Elem) -> Elem | None:
@@ -199,7 +206,7 @@ def _compare(a: Elem, b: Elem) -> int | None:
     d = add(a, b, -1)
     if is_int(d):
         return (d > 0) - (d < 0)
-    if isinstance(d, Expr):
+    if isinstance(d, Expr) and d.signed_atoms_free:
         const = d.terms.get((), 0)
         others = [c for m, c in d.terms.items() if m]
         if all(c >= 0 for c in others) and const >= 0:

@@ -158,7 +158,7 @@ class _Folder:
             return
         key = (out.dtype, rank, tuple(elems))
         first = self.seen.setdefault(key, out)
-        if first is not out:
+        if first is not out and all(user.graph is graph for user in out.users()):  # (captures keep their order)
             out.replace_all_uses_with(first, graph_outputs=False)
             self.stats["vectors_merged"] += 1
             return
