@@ -54,37 +54,48 @@ import os, pickle, sys
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
-graph_bytes, feeds, fetches, grappler = pickle.load(open(sys.argv[1], "rb"))
-graph_def = tf.compat.v1.GraphDef()
-graph_def.ParseFromString(graph_bytes)
-with tf.Graph().as_default() as graph:
-    tf.import_graph_def(graph_def, name="")
+from tensorflow.python.util import _pywrap_util_port
+jobs, grappler = pickle.load(open(sys.argv[1], "rb"))
 config = tf.compat.v1.ConfigProto()
 if not grappler:
     config.graph_options.rewrite_options.disable_meta_optimizer = True
-from tensorflow.python.util import _pywrap_util_port
-try:
-    with tf.compat.v1.Session(graph=graph, config=config) as session:
-        out = session.run([f if ":" in f else f + ":0" for f in fetches],
-                          {(k if ":" in k else k + ":0"): v for k, v in feeds.items()})
-    result = (True, [np.asarray(o) for o in out])
-except Exception as e:
-    result = (False, type(e).__name__ + ": " + " ".join(str(e).split())[:400])
-pickle.dump((bool(_pywrap_util_port.IsMklEnabled()), result), open(sys.argv[2], "wb"))
+results = []
+for graph_bytes, feeds, fetches in jobs:
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(graph_bytes)
+    with tf.Graph().as_default() as graph:
+        tf.import_graph_def(graph_def, name="")
+    try:
+        with tf.compat.v1.Session(graph=graph, config=config) as session:
+            out = session.run([f if ":" in f else f + ":0" for f in fetches],
+                              {(k if ":" in k else k + ":0"): v for k, v in feeds.items()})
+        results.append((True, [np.asarray(o) for o in out]))
+    except Exception as e:
+        results.append((False, type(e).__name__ + ": " + " ".join(str(e).split())[:400]))
+pickle.dump((bool(_pywrap_util_port.IsMklEnabled()), results), open(sys.argv[2], "wb"))
 """
+
+
+Job = tuple[bytes, dict[str, np.ndarray], list[str]]
 
 
 def run_in_child(graph_bytes: bytes, feeds: dict[str, np.ndarray], fetches: list[str], *, onednn: bool,
                  grappler: bool = False) -> tuple[bool, list[np.ndarray] | str]:
     """Run a GraphDef in a fresh Python with ``TF_ENABLE_ONEDNN_OPTS`` set (Grappler off unless asked):
     ``(True, outputs)`` or ``(False, the error's type and message)``.  Asserts the child's oneDNN state."""
+    return run_all_in_child([(graph_bytes, feeds, fetches)], onednn=onednn, grappler=grappler)[0]
+
+
+def run_all_in_child(jobs: list[Job], *, onednn: bool,
+                     grappler: bool = False) -> list[tuple[bool, list[np.ndarray] | str]]:
+    """:func:`run_in_child` for several GraphDefs in one child (one TensorFlow import)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", TF_ENABLE_ONEDNN_OPTS="1" if onednn else "0")
     with tempfile.TemporaryDirectory(prefix="gw-composite-") as tmp:
         request, reply = Path(tmp) / "request.pkl", Path(tmp) / "reply.pkl"
-        request.write_bytes(pickle.dumps((graph_bytes, feeds, fetches, grappler)))
+        request.write_bytes(pickle.dumps((jobs, grappler)))
         done = subprocess.run([sys.executable, "-c", _CHILD, str(request), str(reply)], env=env,
                               capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == 0 and reply.exists(), done.stderr[-2000:]
-        mkl, result = pickle.loads(reply.read_bytes())
+        mkl, results = pickle.loads(reply.read_bytes())
     assert mkl == onednn, f"the child's TensorFlow has oneDNN {'on' if mkl else 'off'}"
-    return result
+    return results

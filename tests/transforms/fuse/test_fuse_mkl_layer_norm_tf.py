@@ -10,9 +10,10 @@ pytestmark = pytest.mark.tf
 oracle = pytest.importorskip("tests.tf_oracle")
 
 from graphwright.errors import TransformError  # noqa: E402
+from graphwright.transforms.fuse.fuse_mkl_layer_norm_tf import TARGETS  # noqa: E402
 
 from .._tf import assert_same_outputs, build, nodes, notes, ops, ours, tf, v1  # noqa: E402
-from ._composite_models import composite_model, run_in_child  # noqa: E402
+from ._composite_models import composite_model, run_all_in_child  # noqa: E402
 
 RNG = np.random.default_rng(7)
 WIDTH = 8
@@ -67,17 +68,27 @@ def test_refusals_say_why() -> None:
 ENCODER_PIPELINE = "fuse_mkl_layer_norm{t} fuse_matmul_gelu{t}"
 
 
-def _encoder(target: str) -> tuple[bytes, bytes, object, dict, dict, str]:
+@pytest.fixture(scope="module")
+def encoder() -> dict:
+    """The encoder fused for each target, and every TF run the tests check (one child process per
+    oneDNN setting, Grappler off: the graphs run as written)."""
     info = composite_model("encoder")
     data = info.path.read_bytes()
-    suffix = f"(target={target})"
-    got, report = ours(data, ENCODER_PIPELINE.format(t=suffix), list(info.inputs), info.outputs)
-    feeds, expected = info.reference_data()
-    return data, got, report, feeds, expected, info.outputs[0]
+    runs: dict = {"data": data, "out": info.outputs[0]}
+    for target in TARGETS:
+        runs[target] = ours(data, ENCODER_PIPELINE.format(t=f"(target={target})"), list(info.inputs), info.outputs)
+    runs["layer_norm_only"], _ = ours(data, "fuse_mkl_layer_norm", list(info.inputs), info.outputs)
+    runs["feeds"], expected = info.reference_data()
+    runs["expected"] = expected[runs["out"]]
+    job = lambda graph: (graph, runs["feeds"], info.outputs)  # noqa: E731
+    runs["onednn_on"] = run_all_in_child([job(runs["onednn"][0])], onednn=True)
+    runs["onednn_off"] = run_all_in_child([job(runs["onednn"][0]), job(runs["eigen"][0]),
+                                           job(runs["layer_norm_only"])], onednn=False)
+    return runs
 
 
-def test_keras_encoder_layer_norms_and_gelus_fuse_for_onednn_and_run_in_tf() -> None:
-    data, got, report, feeds, expected, out = _encoder("onednn")
+def test_keras_encoder_layer_norms_and_gelus_fuse_for_onednn_and_run_in_tf(encoder: dict) -> None:
+    data, (got, report) = encoder["data"], encoder["onednn"]
     assert ops(data)["Mean"] == 4 and ops(data)["Erfc"] == 1 and ops(data)["Tanh"] == 1
     assert [s.stats["fused"] for s in report.steps] == [2, 2]
     assert ops(got)["_MklLayerNorm"] == 2 and ops(got)["_FusedMatMul"] == 2
@@ -85,31 +96,30 @@ def test_keras_encoder_layer_norms_and_gelus_fuse_for_onednn_and_run_in_tf() -> 
         assert gone not in ops(got), gone
     fused_ops = sorted(tuple(n.attr["fused_ops"].list.s) for n in nodes(got).values() if n.op == "_FusedMatMul")
     assert fused_ops == [(b"BiasAdd", b"GeluApproximate"), (b"BiasAdd", b"GeluExact")]
-    ok, result = run_in_child(got, feeds, [out], onednn=True)  # Grappler off: our ops as written
+    ((ok, result),) = encoder["onednn_on"]
     assert ok, result
-    np.testing.assert_allclose(result[0], expected[out], rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(result[0], encoder["expected"], rtol=1e-5, atol=2e-5)
     # the same graph with oneDNN off: TF's Eigen _FusedMatMul has no GELU, which is why target=eigen refuses
-    ok, message = run_in_child(got, feeds, [out], onednn=False)
+    ok, message = encoder["onednn_off"][0]
     assert not ok and "Fusion is not implemented" in message
 
 
-def test_keras_encoder_under_eigen_emits_nothing_and_says_why() -> None:
-    data, got, report, feeds, expected, out = _encoder("eigen")
-    assert not any(s.changed for s in report.steps) and ops(got) == ops(data)
-    reasons = notes(report)
-    assert sum("_MklLayerNorm is a oneDNN kernel" in r for r in reasons) == 2
-    assert sum("TF without oneDNN has no GELU in _FusedMatMul" in r for r in reasons) == 2
-    ok, result = run_in_child(got, feeds, [out], onednn=False)
+def test_keras_encoder_under_eigen_or_gpu_emits_nothing_and_says_why(encoder: dict) -> None:
+    for target in ("eigen", "gpu"):
+        got, report = encoder[target]
+        assert not any(s.changed for s in report.steps) and ops(got) == ops(encoder["data"])
+        reasons = notes(report)
+        assert sum(f"target={target}: _MklLayerNorm" in r for r in reasons) == 2, reasons
+        assert sum(f"target={target}:" in r and "_FusedMatMul" in r for r in reasons) == 2, reasons
+    ok, result = encoder["onednn_off"][1]
     assert ok, result
-    np.testing.assert_allclose(result[0], expected[out], rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(result[0], encoder["expected"], rtol=1e-5, atol=2e-5)
 
 
-def test_mkl_layer_norm_kernel_is_registered_with_onednn_opts_off_too() -> None:
+def test_mkl_layer_norm_kernel_is_registered_with_onednn_opts_off_too(encoder: dict) -> None:
     """What the target names mean: TF 2.21's x86 build registers _MklLayerNorm whatever
     TF_ENABLE_ONEDNN_OPTS says (only the GELU fusions need it on); eigen means a build without oneDNN."""
-    info = composite_model("encoder")
-    got, _ = ours(info.path.read_bytes(), "fuse_mkl_layer_norm", list(info.inputs), info.outputs)
-    feeds, expected = info.reference_data()
-    ok, result = run_in_child(got, feeds, info.outputs, onednn=False)
+    assert ops(encoder["layer_norm_only"])["_MklLayerNorm"] == 2
+    ok, result = encoder["onednn_off"][2]
     assert ok, result
-    np.testing.assert_allclose(result[0], expected[info.outputs[0]], rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(result[0], encoder["expected"], rtol=1e-5, atol=2e-5)
