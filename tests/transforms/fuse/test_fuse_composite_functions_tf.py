@@ -251,3 +251,34 @@ def test_keras_gru_functions_are_left_alone_with_the_reason() -> None:
     assert not step.changed and ops(got)["PartitionedCall"] == 2
     assert len(step.refusals) == 2
     assert all("GRUBlockCell" in reason and "reset_after=True" in reason for *_, reason in step.refusals)
+
+
+LSTM_UUID = "lstm_0b0e0c1a-7f3e-4c55-9a77-3f5b1a2c4d6e"
+
+
+def _lstm_like(body, with_mask: bool) -> bytes:
+    fn = tf.function(experimental_attributes={"api_implements": LSTM_UUID, "time_major": False,
+                                              "go_backwards": False})(body)
+
+    def build_it() -> None:
+        x = v1.placeholder(tf.float32, [2, 3, 4], name="x")
+        h = tf.zeros([2, 5])
+        args = [x, h, h, tf.ones([4, 20]), tf.ones([5, 20]), tf.zeros([20])]
+        if with_mask:
+            args.append(tf.ones([2, 3], tf.bool))
+        tf.identity(fn(*args)[0], name="out")
+    return build(build_it)
+
+
+def test_lstm_interfaces_that_are_not_keras_standard_cells_are_left_alone_with_the_reason() -> None:
+    def masked(x, h, c, k, r, b, mask):
+        return tf.reduce_sum(x, 1)[:, :1] + h, x, h, c, tf.constant(1.0)
+
+    def relu_cell(x, h, c, k, r, b):
+        return tf.nn.relu(tf.matmul(x[:, 0], k)[:, :5] + h), x, h, c, tf.constant(1.0)
+
+    for body, with_mask, reason in ((masked, True, "a masked LSTM"), (relu_cell, False, "not Keras' tanh/sigmoid")):
+        data = _lstm_like(body, with_mask)
+        got, report = ours(data, "fuse_composite_functions", ["x"], ["out"])
+        assert not report.steps[0].changed and "BlockLSTMV2" not in ops(got)
+        assert any(reason in n for n in notes(report)), notes(report)

@@ -23,8 +23,19 @@ The interface says *what* is looked up, the body says what happens to an id outs
 
 The ids are the integer argument, the table the other (both argument orders are read).
 
-Keras recurrent layers (tf-keras writes ``standard_lstm`` / ``gpu_lstm_with_fallback``
-functions with ``api_implements="lstm_<uuid>"``; GRUs ``gru_<uuid>``): see :func:`_lstm`.
+Keras recurrent layers: tf-keras writes ``standard_lstm`` / ``gpu_lstm_with_fallback``
+functions declaring ``api_implements="lstm_<uuid>"`` (and ``time_major``, ``go_backwards``)::
+
+    Before::  (last, seq, h, c, rt) = PartitionedCall(x, h0, c0, kernel, recurrent_kernel, bias){f=standard_lstm}
+    After::   hs, cs = BlockLSTMV2(T, Transpose(x)[, reversed], c0, h0, concat(kernel, recurrent_kernel), 0, 0, 0, bias)
+              last = h = hs[-1];  c = cs[-1];  seq = Transpose(hs)                      (see :func:`_lstm`)
+
+TF's CPU runtime registers BlockLSTM, BlockLSTMV2, LSTMBlockCell and GRUBlockCell (checked in
+TF 2.21 with oneDNN on and off); CudnnRNN* have no CPU kernel.  A masked LSTM (a seventh
+input) and a body that is not the tanh/sigmoid cell are left alone; ``gru_<uuid>`` calls
+are always left alone with the reason (see :func:`_gru`).  Such functions only survive
+freezing when the library is kept (``convert_variables_to_constants_v2`` inlines them and
+the interface is lost; the lowered while loop is not recognised here).
 
 Custom ops::
 
