@@ -108,3 +108,25 @@ def test_idempotent() -> None:
     once, _ = fuse(graphs.layer_norm(), "fuse_layer_norm")
     twice, result = fuse(once, "fuse_layer_norm")
     assert not result.changed and ops(twice) == ops(once)
+
+
+@pytest.mark.parametrize("opset", [14, 16])
+def test_onnxruntime_target_below_opset17_uses_onnxruntimes_own_layer_normalization(opset: int) -> None:
+    """onnxruntime registers LayerNormalization in the default domain for opsets 1-16 (its own kernel)."""
+    import onnx
+
+    from graphwright.formats import onnx as onnx_format
+    from graphwright.ir import check
+    from graphwright.transforms import TransformContext, get
+
+    before = graphs.layer_norm(opset=opset)
+    model = onnx_format.from_proto(onnx.load_from_string(before.SerializeToString()), None)
+    result = get("fuse_layer_norm").fn(model, TransformContext(), target="onnxruntime")
+    check(model.graph)
+    after = onnx_format.to_proto(model)
+    assert result.stats["fused"] == 1
+    assert ops(after) == {"LayerNormalization": 1, "Identity": 1}
+    assert [(o.domain, o.version) for o in after.opset_import] == [("", opset)]  # the model is not converted
+    with pytest.raises(onnx.checker.ValidationError, match="LayerNormalization"):
+        onnx.checker.check_model(after)  # standard ONNX has no such op below 17: onnxruntime only
+    assert_same(before, after)

@@ -11,7 +11,7 @@ from onnx import helper
 
 from ._helpers_onnx import assert_same, build, fuse, init, node, ops, vi
 
-ORT = {"target": "onnxruntime"}
+ORT = {"target": "onnxruntime", "skip_layer_norm": True}
 MS = "com.microsoft"
 
 

@@ -73,9 +73,10 @@ class ShapeProbe:
     def _measure(self) -> dict[Value, list[Shape]]:
         graph = self.model.graph
         inside = {id(v) for node in graph for v in node.outputs}
-        wanted = [v for v in dict.fromkeys(self._candidates())
-                  if id(v) in inside and not v.is_graph_output and v.dtype is not None]
-        if not wanted:
+        candidates = list(dict.fromkeys(self._candidates()))
+        inputs = {v.name: v for v in candidates if v.is_graph_input and not v.is_initializer}
+        wanted = [v for v in candidates if id(v) in inside and not v.is_graph_output and v.dtype is not None]
+        if not wanted and not inputs:
             return {}
         original = graph.outputs
         names = [v.name for v in wanted]
@@ -85,7 +86,7 @@ class ShapeProbe:
         finally:
             graph.set_outputs(original)
         specs = input_specs(self.model)
-        found: dict[Value, list[Shape]] = {v: [] for v in wanted}
+        found: dict[Value, list[Shape]] = {v: [] for v in [*wanted, *inputs.values()]}
         for size in PROBE_SIZES:
             feeds: dict[str, np.ndarray] = {}
             for spec in specs:
@@ -102,10 +103,12 @@ class ShapeProbe:
                 else:
                     feeds[spec.name] = np.zeros(shape, np_type if spec.dtype is not DType.BOOL else np.bool_)
             try:
-                out = run(source, feeds, backend="onnxruntime", outputs=names)
+                out = run(source, feeds, backend="onnxruntime", outputs=names) if names else {}
             except GraphwrightError as error:
                 self.error = f"the shape probe did not run on onnxruntime: {str(error).splitlines()[0][:200]}"
                 return {}
             for value in wanted:
                 found[value].append(tuple(int(d) for d in np.shape(out[value.name])))
+            for name, value in inputs.items():
+                found[value].append(tuple(int(d) for d in feeds[name].shape))
         return found

@@ -11,10 +11,18 @@ nothing and says so.  With ``target="onnxruntime"``, before → after (run it af
         → com.microsoft::BiasGelu(x, b)
     Add(x, b) ─► Gelu(approximate="tanh") | com.microsoft::FastGelu(x)
         → com.microsoft::FastGelu(x, b)
-    [Add(a, bias) ─►] Add(·, s) ─► LayerNormalization(·, γ[, β]; axis = last)
+    [Add(a, bias) ─►] Add(·, s) ─► LayerNormalization(·, γ[, β]; axis = last)     (skip_layer_norm=true)
         → com.microsoft::SkipLayerNormalization(a, s, γ[, β][, bias]; epsilon)
     [Add(a, bias) ─►] Add(·, s) ─► SimplifiedLayerNormalization(·, γ)   (RMSNorm, see fuse_rms_norm)
         → com.microsoft::SkipSimplifiedLayerNormalization(a, s, γ[, bias]; epsilon)
+
+``skip_layer_norm`` is off by default: on onnxruntime 1.32's CPU kernels, measured, one
+``SkipLayerNormalization`` takes 3.5–4.9× the time of the ``Add``, ``Add`` and
+``LayerNormalization`` it replaces at batch 1–8 × sequence 128 × hidden 256–768 (one or two
+threads), and whole BERT/GPT-2/ViT models get ~10 % slower with it
+(``benchmarks/ort_transformers.md``); turn it on for fewer nodes or for other execution
+providers.  ``SkipSimplifiedLayerNormalization`` costs about what it replaces and is on
+(``skip_simplified_layer_norm=false`` turns it off).
     [Transpose(a) ─►] MatMul(·, [Transpose(b)]) [─► Mul(·, α)]
         → com.microsoft::FusedMatMul(a, b; transA, transB, alpha)
 
@@ -107,12 +115,12 @@ SKIP_OPS = {"LayerNormalization": "SkipLayerNormalization",
             "SimplifiedLayerNormalization": "SkipSimplifiedLayerNormalization"}
 
 
-def _residual_summands(model: Model) -> list[Value]:
+def _residual_summands(model: Model, ops: frozenset[str]) -> list[Value]:
     """The values a skip fusion may need runtime shapes of: each summand of an Add read by a
     (Simplified)LayerNormalization, and the non-constant operand of a bias Add feeding it."""
     out: list[Value] = []
     for node in model.graph:
-        if node.op not in SKIP_OPS or node.domain not in ("", "ai.onnx") or not node.inputs:
+        if node.op not in ops or node.domain not in ("", "ai.onnx") or not node.inputs:
             continue
         add = node.inputs[0].producer if node.inputs[0] is not None else None
         if add is None or add.op != "Add" or add.domain not in ("", "ai.onnx"):
@@ -383,10 +391,10 @@ def _static_fit(a: Value, s: Value) -> bool:
     return (sa == ss and len(sa) in (2, 3)) or _fits_as_skip(sa, ss) or _fits_as_skip(ss, sa)
 
 
-def _needs_probe(model: Model) -> bool:
+def _needs_probe(model: Model, ops: frozenset[str]) -> bool:
     """Some residual sum before a normalization whose summands' shapes are not statically known to fit."""
     for node in model.graph:
-        if node.op in SKIP_OPS and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0] is not None:
+        if node.op in ops and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0] is not None:
             add = node.inputs[0].producer
             if add is not None and add.op == "Add" and len(add.inputs) == 2 and None not in add.inputs:
                 a, s = add.inputs
@@ -396,20 +404,22 @@ def _needs_probe(model: Model) -> bool:
     return False
 
 
-def _sweeps(model: Model) -> list[RuleSet]:
+def _sweeps(model: Model, skip_ops: frozenset[str]) -> list[RuleSet]:
     first = RuleSet(name="fuse_ort_contrib")
     first.add(_CONV_ACT, _fused_conv(model), name="fused_conv")
     first.add(_BIAS_GELU, _bias_gelu(model), name="bias_gelu")
     first.add(_BIAS_FAST_GELU, _bias_gelu(model), name="bias_fast_gelu")
-    probe = ShapeProbe(model, lambda: _residual_summands(model))
-    probe.measure_if(_needs_probe(model))  # on the model as it is, before the sweep rewrites it
+    probe = ShapeProbe(model, lambda: _residual_summands(model, skip_ops))
+    probe.measure_if(_needs_probe(model, skip_ops))  # on the model as it is, before the sweep rewrites it
     skip_ln = _skip_layer_norm(model, probe)
-    first.add(_skip_ln(_SUM_WITH_BIAS, True), skip_ln, name="bias_skip_layer_norm")
-    first.add(_skip_ln(_SUM_WITH_BIAS, False), skip_ln, name="bias_skip_layer_norm")
-    first.add(_skip_ln(_SUM, True), skip_ln, name="skip_layer_norm")
-    first.add(_skip_ln(_SUM, False), skip_ln, name="skip_layer_norm")
-    first.add(_skip_rms(_SUM_WITH_BIAS), skip_ln, name="bias_skip_simplified_layer_norm")
-    first.add(_skip_rms(_SUM), skip_ln, name="skip_simplified_layer_norm")
+    if "LayerNormalization" in skip_ops:
+        first.add(_skip_ln(_SUM_WITH_BIAS, True), skip_ln, name="bias_skip_layer_norm")
+        first.add(_skip_ln(_SUM_WITH_BIAS, False), skip_ln, name="bias_skip_layer_norm")
+        first.add(_skip_ln(_SUM, True), skip_ln, name="skip_layer_norm")
+        first.add(_skip_ln(_SUM, False), skip_ln, name="skip_layer_norm")
+    if "SimplifiedLayerNormalization" in skip_ops:
+        first.add(_skip_rms(_SUM_WITH_BIAS), skip_ln, name="bias_skip_simplified_layer_norm")
+        first.add(_skip_rms(_SUM), skip_ln, name="skip_simplified_layer_norm")
     with_alpha, plain = RuleSet(name="fuse_ort_contrib"), RuleSet(name="fuse_ort_contrib")
     matmul = _fused_matmul(model)
     for name, pattern in _matmul_patterns():
@@ -418,12 +428,15 @@ def _sweeps(model: Model) -> list[RuleSet]:
 
 
 @transform("fuse_ort_contrib", dialects={"onnx"})
-def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STANDARD) -> TransformResult:
+def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STANDARD, skip_layer_norm: bool = False,
+                     skip_simplified_layer_norm: bool = True) -> TransformResult:
     """Fuse Conv+activation, bias+Gelu, residual+LayerNorm and Transpose+MatMul into onnxruntime contrib ops."""
     check_target("fuse_ort_contrib", target)
     if target != ONNXRUNTIME:
         return TransformResult(False, {"fused": 0}, [
             "fuse_ort_contrib: standard ONNX has no fused Conv/MatMul/bias/residual operators; "
             "pass target=onnxruntime to emit com.microsoft contrib ops"])
-    report = apply_rules(model, _sweeps(model))
+    skip_ops = frozenset(op for op, on in (("LayerNormalization", skip_layer_norm),
+                                           ("SimplifiedLayerNormalization", skip_simplified_layer_norm)) if on)
+    report = apply_rules(model, _sweeps(model, skip_ops))
     return result_of(report, stats={**report.by_rule, "fused": report.applied})
