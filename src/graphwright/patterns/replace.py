@@ -27,11 +27,20 @@ The Graph Transform Tool's ``ReplaceMatchingOpTypes`` contract, on the IR:
 
 Cost: one pass over the graph, O(N) index look-ups plus match attempts (see
 :mod:`.matcher`) plus, per applied match, O(size of the match + its edges).
+
+Provenance: inside ``with recording(callback):`` every applied replacement is
+also handed to ``callback`` as a :class:`Rewrite` (the matched, removed,
+re-emitted and new nodes, new initializers, mapped values and the constants
+swept after it), so the step runner can say which original nodes each new node
+replaced.  Outside it the sweep does exactly what it did before (one context
+variable read per sweep).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ..errors import GraphwrightError, TransformError
@@ -42,7 +51,7 @@ from .pattern import Const, Pattern
 from .predicates import why_not_bypassable
 
 __all__ = ["Rule", "RuleSet", "ReplaceReport", "Outcome", "replace_matching", "ReplaceFn", "CheckFn",
-           "drop_if_unread"]
+           "drop_if_unread", "Rewrite", "recording"]
 
 ReplaceResult = Replacement | Skip | Sequence[Node] | None
 ReplaceFn = Callable[[Match], ReplaceResult]
@@ -50,6 +59,51 @@ CheckFn = Callable[[Match], Any]
 F = TypeVar("F", bound=ReplaceFn)
 
 _CONST_OPS = {("tf", "Const"), ("onnx", "Constant")}
+
+
+class Rewrite:
+    """One applied replacement, as :func:`recording` hands it to its callback.
+
+    ``matched`` are the nodes of the match, ``removed`` those of them that left the graph,
+    ``kept`` those re-emitted, ``new`` the nodes inserted, ``initializers`` the constants
+    added as initializers, ``mapping`` the ``{old value: new value}`` of the replacement and
+    ``swept`` the constant nodes (or initializer values) removed afterwards because nothing
+    read them any more.
+    """
+
+    __slots__ = ("rule", "matched", "removed", "kept", "new", "initializers", "mapping", "swept")
+
+    def __init__(self, rule: str, matched: Sequence[Node], removed: Sequence[Node], kept: Sequence[Node],
+                 new: Sequence[Node], initializers: Sequence[Value], mapping: dict[Value, Value],
+                 swept: Sequence[Node | Value]) -> None:
+        self.rule = rule
+        self.matched = tuple(matched)
+        self.removed = tuple(removed)
+        self.kept = tuple(kept)
+        self.new = tuple(new)
+        self.initializers = tuple(initializers)
+        self.mapping = mapping
+        self.swept = tuple(swept)
+
+    def __repr__(self) -> str:
+        return (f"Rewrite({self.rule!r}: {[n.name for n in self.removed]} -> {[n.name for n in self.new]}, "
+                f"kept={[n.name for n in self.kept]})")
+
+
+RewriteCallback = Callable[[Rewrite], None]
+_RECORDER: ContextVar[RewriteCallback | None] = ContextVar("graphwright_rewrite_recorder", default=None)
+
+
+@contextmanager
+def recording(callback: RewriteCallback) -> Iterator[None]:
+    """Hand every replacement applied inside the block to ``callback`` (a :class:`Rewrite`).
+
+    Used by the step runner for provenance; blocks nest (the innermost callback gets them)."""
+    token = _RECORDER.set(callback)
+    try:
+        yield
+    finally:
+        _RECORDER.reset(token)
 
 
 class Outcome:
@@ -224,6 +278,7 @@ def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: b
     report = ReplaceReport()
     claimed: set[Node] = set()
     candidates = matcher.candidates
+    recorder = _RECORDER.get()
     for node in graph:
         if not candidates(node.op):  # no rule roots at this op: one dictionary look-up
             report.stats.nodes += 1
@@ -253,8 +308,12 @@ def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: b
                 report.refused.append(Outcome(node.name, node.op, rule.name, plan.reason()))
                 continue
             plan.apply(force=bool(plan.problems))
+            swept: list[Node | Value] | None = [] if recorder is not None else None
             if sweep_constants:
-                report.swept += _sweep_constants(graph, m)
+                report.swept += _sweep_constants(graph, m, swept)
+            if recorder is not None:
+                recorder(Rewrite(rule.name, m.nodes, plan.removed, list(plan.kept), plan.new, plan.inits,
+                                 plan.mapping, swept or ()))
             claimed.update(m.nodes)
             claimed.update(plan.new)
             report.applied += 1
@@ -491,8 +550,9 @@ class _Plan:
         return reading
 
 
-def _sweep_constants(graph: Graph, m: Match) -> int:
-    """Remove constants captured by ``Const`` patterns that the replacement left unread."""
+def _sweep_constants(graph: Graph, m: Match, removed: list[Node | Value] | None = None) -> int:
+    """Remove constants captured by ``Const`` patterns that the replacement left unread
+    (appended to ``removed``, when given: the node, or the initializer value)."""
     count = 0
     stack = [m.root]
     seen: set[Value] = set()
@@ -503,7 +563,11 @@ def _sweep_constants(graph: Graph, m: Match) -> int:
         if not isinstance(sub.pattern, Const) or value is None or value in seen:
             continue
         seen.add(value)
-        count += drop_if_unread(graph, value)
+        producer = value.producer
+        if drop_if_unread(graph, value):
+            count += 1
+            if removed is not None:
+                removed.append(producer if producer is not None else value)
     return count
 
 

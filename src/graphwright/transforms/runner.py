@@ -4,6 +4,14 @@ After each transform the structural check runs (inputs defined, acyclic, graph
 outputs still produced); a transform that breaks it fails loudly instead of
 handing a broken graph to the next step.  ``ignore_errors=true`` on a call
 turns that call's error into a warning and moves on.
+
+Provenance: every step run here also records, for each node it creates, which original
+nodes (those of the model when its first step ran) it replaced.  Rewrites of the one engine
+are recorded exactly (:func:`graphwright.patterns.replace.recording`); whatever else a step
+did to the graph (transforms that edit it directly) is recorded coarsely from the nodes that
+vanished and appeared in the step, matched by name and output name where they can be.  The
+record lives in ``model.meta[PROVENANCE_KEY]`` (a :class:`Provenance`) for the model's whole
+life in memory; :meth:`Provenance.to_json` is the sidecar ``OUT.provenance.json``.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GraphCheckError, GraphwrightError, TransformError
-from ..ir import Model, check
+from ..ir import Model, Node, all_graphs, check
+from ..patterns.replace import Rewrite, recording
 from .binding import bind_io
 from .context import TransformContext
 from .params import Params
@@ -22,7 +31,13 @@ from .pipeline import TransformCall, format_call, parse_pipeline
 from .presets import expand_presets
 from .registry import TransformResult, TransformSpec, get
 
-__all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_pipeline"]
+__all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_pipeline", "Provenance",
+           "PROVENANCE_KEY", "provenance_of"]
+
+#: Where a model keeps its :class:`Provenance` in ``Model.meta`` (no writer reads this key).
+PROVENANCE_KEY = "graphwright.provenance"
+#: Version of the sidecar's JSON layout.
+PROVENANCE_VERSION = 1
 
 
 @dataclass
@@ -104,7 +119,11 @@ class StepRunner:
             raise TransformError(_dialect_message(spec, model.graph.dialect))
         before = len(model.graph)
         start = time.perf_counter()
-        result = spec.fn(model, self.ctx, **(kwargs or {}))
+        provenance = provenance_of(model, create=True)
+        assert provenance is not None
+        provenance.begin(model)
+        with recording(provenance.rewrite):
+            result = spec.fn(model, self.ctx, **(kwargs or {}))
         if not isinstance(result, TransformResult):
             raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")
         try:
@@ -112,6 +131,7 @@ class StepRunner:
                 check(g)
         except GraphCheckError as e:
             raise TransformError(f"{spec.name} left the graph inconsistent: {e}") from e
+        provenance.end(model, label or spec.name)
         return StepReport(label or spec.name, result.changed, time.perf_counter() - start, before,
                           len(model.graph), dict(result.stats), list(result.notes),
                           refusals=list(result.refusals))
@@ -164,3 +184,203 @@ def run_pipeline(
                                            len(model.graph), skipped_error=message))
     report.warnings.extend(ctx.warnings)
     return report
+
+
+# ---------------------------------------------------------------------------
+# Provenance
+
+
+def provenance_of(model: Model, *, create: bool = False) -> Provenance | None:
+    """The model's :class:`Provenance` (made from its current nodes with ``create``), or None."""
+    record = model.meta.get(PROVENANCE_KEY)
+    if isinstance(record, Provenance):
+        return record
+    if not create:
+        return None
+    record = Provenance(model)
+    model.meta[PROVENANCE_KEY] = record
+    return record
+
+
+def _nodes(model: Model) -> list[Node]:
+    return [node for g in all_graphs(model) for node in g]
+
+
+class Provenance:
+    """For every node of a model, the original nodes it comes from, kept through each step.
+
+    Original nodes are those of the model when the first step ran, by name.  A node a step
+    creates gets the origins of the nodes it replaced; a node that stays keeps its own (also
+    when renamed or re-typed in place).  An original node that no node carries any more was
+    removed: :attr:`fates` says by which step and rule, and into what.
+
+    Steps are recorded exactly from the rewrite engine (:class:`Rewrite`: the new nodes of a
+    replacement replace its matched nodes; with no new node the re-emitted ones absorb the
+    removed ones); the rest of a step's changes — made by transforms that edit the graph
+    directly — coarsely, from the nodes that vanished and appeared: an appeared node with the
+    name (or first output name) of a vanished one replaces it, the other appeared nodes replace
+    all the other vanished ones together, and such records say ``coarse``.
+
+    Cost per step: O(nodes) to compare the node sets, plus O(size) per applied rewrite.
+    """
+
+    def __init__(self, model: Model) -> None:
+        #: node -> names of the original nodes it comes from
+        self.origins: dict[Node, tuple[str, ...]] = {}
+        #: original name -> its op
+        self.original: dict[str, str] = {}
+        #: node created by a step -> (step, rule or None, coarse)
+        self.made: dict[Node, tuple[str, str | None, bool]] = {}
+        #: original name -> where it went when the last node carrying it left the graph
+        self.fates: dict[str, dict[str, Any]] = {}
+        #: labels of the steps recorded, in order
+        self.steps: list[str] = []
+        for node in _nodes(model):
+            self.origins[node] = (node.name,)
+            self.original.setdefault(node.name, node.op)
+        self._before: set[Node] = set()
+        self._order: list[Node] = []
+        self._producers: dict[Node, list[Node]] = {}
+        self._new: dict[Node, str] = {}  # node made by the engine in this step -> rule
+        self._gone: dict[Node, tuple[str, list[str]]] = {}  # removed by the engine -> (rule, into)
+
+    # -- one step ---------------------------------------------------------------
+    def begin(self, model: Model) -> None:
+        nodes = _nodes(model)
+        self._order = nodes
+        self._before = set(nodes)
+        # the edges as they were: a node a step removes loses them (coarse records group by them)
+        self._producers = {node: [v.producer for v in node.inputs if v is not None and v.producer is not None]
+                           for node in nodes}
+        for node in self._before:  # nodes added between steps (by hand, by a loader) are their own origin
+            if node not in self.origins:
+                self.origins[node] = (node.name,)
+                self.original.setdefault(node.name, node.op)
+        self._new = {}
+        self._gone = {}
+
+    def rewrite(self, rw: Rewrite) -> None:
+        """The engine's callback: one applied replacement."""
+        swept_nodes = [n for n in rw.swept if isinstance(n, Node)]
+        sources = list(dict.fromkeys([*rw.matched, *swept_nodes]))
+        carried = tuple(dict.fromkeys(name for n in sources for name in self.origins.get(n, ())))
+        into_nodes = list(rw.new) or list(rw.kept)
+        if rw.new:
+            for node in rw.new:
+                self.origins[node] = carried
+                self._new[node] = rw.rule
+        elif rw.kept and rw.removed:  # the re-emitted nodes absorb what the rewrite removed
+            for node in rw.kept:
+                self.origins[node] = tuple(dict.fromkeys([*self.origins.get(node, ()), *carried]))
+                self._new[node] = rw.rule
+        into = [n.name for n in into_nodes] + [v.name for v in rw.initializers]
+        if not into:  # a bypass or an elimination: the values now read instead
+            into = list(dict.fromkeys(v.name for v in rw.mapping.values()))
+        for node in [*rw.removed, *swept_nodes]:
+            self._gone[node] = (rw.rule, into)
+
+    def end(self, model: Model, label: str) -> None:
+        after = _nodes(model)
+        after_set = set(after)
+        vanished = [n for n in self._order if n not in after_set]
+        appeared = [n for n in after if n not in self._before]
+        self.steps.append(label)
+        for node, rule in self._new.items():
+            if node in after_set:
+                self.made[node] = (label, rule, False)
+        # what the engine did not account for: matched by name, then by first output name; the other
+        # vanished nodes connected to a matched one (a folded sub-graph) go with it
+        loose_gone = [n for n in vanished if n not in self._gone]
+        loose_new = [n for n in appeared if n not in self._new]
+        if loose_new and loose_gone:
+            loose_new = self._coarse(label, loose_gone, loose_new)
+        for node in loose_new:  # appeared from nothing: added by the step
+            self.origins[node] = ()
+            self.made[node] = (label, None, False)
+        # nodes made and removed within the step (a later sweep undid an earlier one) count too
+        transient = [n for n in self._gone if n not in self._before and n not in after_set]
+        for node in [*vanished, *transient]:
+            rule, into = self._gone.get(node, ("", []))
+            for name in self.origins.get(node, ()):
+                self.fates[name] = {"step": label, "rule": rule or None, "into": into,
+                                    "coarse": node not in self._gone or not rule}
+            self.origins.pop(node, None)
+            self.made.pop(node, None)
+        self._before = set()
+        self._order = []
+        self._producers = {}
+        self._new = {}
+        self._gone = {}
+
+    def _coarse(self, label: str, gone: list[Node], new: list[Node]) -> list[Node]:
+        """Record what a step did outside the engine; returns the new nodes that replace nothing."""
+        by_name = {n.name: n for n in gone}
+        by_output = {n.outputs[0].name: n for n in gone if n.outputs}
+        twins: dict[Node, list[Node]] = {}  # vanished node -> the appeared nodes standing for it
+        rest_new = []
+        for node in new:
+            twin = by_name.get(node.name) or (by_output.get(node.outputs[0].name) if node.outputs else None)
+            if twin is not None:
+                twins.setdefault(twin, []).append(node)
+            else:
+                rest_new.append(node)
+        # connected groups of vanished nodes, through the edges they had before the step
+        members = set(gone)
+        root: dict[Node, Node] = {n: n for n in gone}
+
+        def find(x: Node) -> Node:
+            while root[x] is not x:
+                root[x] = root[root[x]]
+                x = root[x]
+            return x
+
+        for node in gone:
+            for producer in self._producers.get(node, ()):
+                if producer in members:
+                    root[find(producer)] = find(node)
+        groups: dict[Node, list[Node]] = {}
+        for node in gone:
+            groups.setdefault(find(node), []).append(node)
+        unmatched: list[Node] = []
+        for group in groups.values():
+            heirs = [n for g in group for n in twins.get(g, ())]
+            if not heirs:
+                unmatched.extend(group)
+                continue
+            carried = tuple(dict.fromkeys(name for g in group for name in self.origins.get(g, ())))
+            for node in heirs:
+                self.origins[node] = carried
+                self.made[node] = (label, None, True)
+            for g in group:
+                self._gone[g] = ("", [n.name for n in heirs])
+        if rest_new and unmatched:
+            carried = tuple(dict.fromkeys(name for n in unmatched for name in self.origins.get(n, ())))
+            for node in rest_new:
+                self.origins[node] = carried
+                self.made[node] = (label, None, True)
+            for node in unmatched:
+                self._gone[node] = ("", [n.name for n in rest_new])
+            rest_new = []
+        return rest_new
+
+    # -- reading it ---------------------------------------------------------------
+    def to_json(self, model: Model) -> dict[str, Any]:
+        """The sidecar: every node that is not an original node under its own name, and every
+        original node no node carries any more.  An original node listed in neither is in the
+        model unchanged in name (its op or attributes may still have been changed in place)."""
+        nodes: dict[str, dict[str, Any]] = {}
+        alive: set[str] = set()
+        for node in _nodes(model):
+            origins = self.origins.get(node, ())
+            alive.update(origins)
+            made = self.made.get(node)
+            if origins == (node.name,) and made is None:
+                continue
+            entry: dict[str, Any] = {"op": node.op, "from": list(origins)}
+            if made is not None:
+                entry["step"], entry["rule"], entry["coarse"] = made[0], made[1], made[2]
+            nodes[node.name] = entry
+        removed = {name: {"op": self.original.get(name, ""), **fate}
+                   for name, fate in self.fates.items() if name not in alive}
+        return {"graphwright_provenance": PROVENANCE_VERSION, "steps": list(self.steps),
+                "original_ops": dict(self.original), "nodes": nodes, "removed": removed}

@@ -1,0 +1,378 @@
+"""What changed between two models of one format: summary, op histogram, changes by kind.
+
+With a provenance sidecar next to model B (see :mod:`.provenance`) every change is exact: each
+node of B that a step made names the nodes of A it replaced.  Without one, nodes are matched by
+name, and the nodes that are not matched are grouped by structure — connected changed nodes
+of A and of B that touch the same unchanged neighbours are one change — and the report says so.
+
+Kinds of change: ``fused`` (k nodes of A became one node of B, constants aside), ``folded``
+(nodes of A became constants), ``replaced`` (k nodes became n > 1), ``removed`` (gone with no
+replacement: eliminated, bypassed), ``added``, ``renamed``, ``retyped`` (same node, another op
+or output dtype) and ``quantized`` (a float output became an integer one, or a quantized op).
+
+Cost: O(N + E) for both models plus O(size) per change for its neighbourhood.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..ir import Graph, Model, Node, constant_value, constant_values
+
+__all__ = ["ModelSide", "Change", "ModelDiff", "diff_models", "side_of", "KINDS", "neighbourhood"]
+
+#: Kinds of change, in the order reports list them.
+KINDS = ("fused", "folded", "replaced", "quantized", "retyped", "renamed", "removed", "added")
+
+_CONST_OPS = frozenset({"Const", "Constant"})
+_INT_DTYPES = ("int8", "uint8", "int16", "int4", "uint4")
+_QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+                        "ConvInteger", "DynamicQuantizeLinear", "QuantizeV2", "Dequantize", "QuantizedConv2D",
+                        "QuantizedMatMul", "QUANTIZE", "DEQUANTIZE", "FakeQuantWithMinMaxVars"})
+#: Unchanged nodes with more neighbours than this do not tie changes together (structure mode).
+_HUB_DEGREE = 8
+#: At most this many unchanged neighbours are drawn around a change, per side.
+CONTEXT_LIMIT = 30
+
+
+@dataclass
+class ModelSide:
+    """One model's numbers."""
+
+    path: str
+    format: str
+    nodes: int
+    parameters: int
+    file_bytes: int | None
+    op_histogram: dict[str, int]
+
+
+@dataclass
+class Change:
+    """One change: nodes of A (``before``) that became nodes of B (``after``)."""
+
+    kind: str
+    before: list[str]
+    after: list[str]
+    ops_before: list[str]
+    ops_after: list[str]
+    exact: bool
+    step: str | None = None
+    rule: str | None = None
+    coarse: bool = False
+    detail: str = ""
+
+    def title(self) -> str:
+        k, n = len(self.before), len(self.after)
+        def ops(names: list[str]) -> str:
+            counts = Counter(names)
+            return ", ".join(f"{c}x {op}" if c > 1 else op for op, c in counts.most_common(4)) + (
+                ", ..." if len(counts) > 4 else "")
+        if self.kind == "fused":
+            main = [op for op in self.ops_after if op not in _CONST_OPS] or self.ops_after
+            return f"fused {k} nodes ({ops(self.ops_before)}) into 1 {main[0]}"
+        if self.kind == "folded":
+            return f"folded {k} node{'s' * (k != 1)} ({ops(self.ops_before)}) into {n} constant{'s' * (n != 1)}"
+        if self.kind == "replaced":
+            return f"replaced {k} nodes ({ops(self.ops_before)}) by {n} ({ops(self.ops_after)})"
+        if self.kind == "removed":
+            return f"removed {k} node{'s' * (k != 1)} ({ops(self.ops_before)})"
+        if self.kind == "added":
+            return f"added {n} node{'s' * (n != 1)} ({ops(self.ops_after)})"
+        if self.kind == "renamed":
+            return f"renamed {self.before[0]} -> {self.after[0]}"
+        return f"{self.kind} {self.before[0]}: {self.detail}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["title"] = self.title()
+        return data
+
+
+@dataclass
+class ModelDiff:
+    a: ModelSide
+    b: ModelSide
+    #: "provenance" (exact, from the sidecar) or "structure" (names, then neighbours)
+    matched_by: str
+    provenance: str | None
+    changes: list[Change]
+    notes: list[str] = field(default_factory=list)
+
+    def op_deltas(self) -> list[tuple[str, int, int]]:
+        """(op, count in A, count in B) for every op whose count changed, biggest change first."""
+        ops = set(self.a.op_histogram) | set(self.b.op_histogram)
+        rows = [(op, self.a.op_histogram.get(op, 0), self.b.op_histogram.get(op, 0)) for op in ops]
+        rows = [r for r in rows if r[1] != r[2]]
+        return sorted(rows, key=lambda r: (-abs(r[2] - r[1]), r[0]))
+
+    def counts(self) -> dict[str, int]:
+        """Changes per kind, in :data:`KINDS` order, kinds with none left out."""
+        found = Counter(c.kind for c in self.changes)
+        return {kind: found[kind] for kind in KINDS if found[kind]}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "a": asdict(self.a),
+            "b": asdict(self.b),
+            "matched_by": self.matched_by,
+            "provenance": self.provenance,
+            "counts": self.counts(),
+            "op_deltas": [{"op": op, "a": a, "b": b, "delta": b - a} for op, a, b in self.op_deltas()],
+            "changes": [c.to_json() for c in self.changes],
+            "notes": list(self.notes),
+        }
+
+
+def side_of(model: Model, path: str | os.PathLike[str] | None = None) -> ModelSide:
+    graph = model.graph
+    parameters = 0
+    for value in constant_values(graph):
+        tensor = constant_value(value)
+        if tensor is not None:
+            parameters += tensor.size
+    histogram = Counter(_op_label(n) for n in graph)
+    where = path if path is not None else model.source_path
+    size = os.path.getsize(where) if where is not None and Path(where).is_file() else None
+    return ModelSide(str(where or ""), model.format, len(graph), int(parameters), size,
+                     dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))))
+
+
+def _op_label(node: Node) -> str:
+    return f"{node.domain}::{node.op}" if node.domain and node.domain != "ai.onnx" else node.op
+
+
+def _dtype(node: Node) -> str | None:
+    if not node.outputs or node.outputs[0].dtype is None:
+        return None
+    return node.outputs[0].dtype.value
+
+
+def _is_const(node: Node) -> bool:
+    return node.op in _CONST_OPS
+
+
+class _Union:
+    def __init__(self) -> None:
+        self.parent: dict[Any, Any] = {}
+
+    def find(self, x: Any) -> Any:
+        parent = self.parent
+        parent.setdefault(x, x)
+        root = x
+        while parent[root] != root:
+            root = parent[root]
+        while parent[x] != root:
+            parent[x], x = root, parent[x]
+        return root
+
+    def union(self, x: Any, y: Any) -> None:
+        rx, ry = self.find(x), self.find(y)
+        if rx != ry:
+            self.parent[ry] = rx
+
+    def groups(self) -> list[list[Any]]:
+        out: dict[Any, list[Any]] = {}
+        for x in self.parent:
+            out.setdefault(self.find(x), []).append(x)
+        return list(out.values())
+
+
+def _neighbours(node: Node) -> Iterable[Node]:
+    yield from node.predecessors()
+    yield from node.successors()
+
+
+def diff_models(a: Model, b: Model, *, path_a: str | None = None, path_b: str | None = None,
+                provenance: Mapping[str, Any] | None = None, provenance_path: str | None = None) -> ModelDiff:
+    """Compare two models of the same format (see the module docstring)."""
+    side_a, side_b = side_of(a, path_a), side_of(b, path_b)
+    notes: list[str] = []
+    if a.subgraphs or b.subgraphs:
+        notes.append("only the main graphs are compared (TFLite subgraphs and control-flow bodies are not)")
+    nodes_a = {n.name: n for n in a.graph}
+    nodes_b = {n.name: n for n in b.graph}
+    if provenance is not None:
+        known = [name for entry in provenance["nodes"].values() for name in entry["from"]]
+        known += list(provenance["removed"])
+        missing = [name for name in known if name not in nodes_a]
+        if known and len(missing) > len(known) // 2:
+            notes.append(f"the provenance sidecar {provenance_path} does not describe {side_a.path} "
+                         f"({len(missing)} of {len(known)} original names are not in it): matched by structure")
+            provenance = None
+    if provenance is not None:
+        changes = _by_provenance(nodes_a, nodes_b, provenance)
+        matched_by = "provenance"
+    else:
+        changes = _by_structure(a.graph, b.graph, nodes_a, nodes_b)
+        matched_by = "structure"
+        notes.append("no provenance sidecar: changes are matched by node name and graph structure, not exact")
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    changes.sort(key=lambda c: (order[c.kind], -len(c.before) - len(c.after), (c.before or c.after)[0]))
+    return ModelDiff(side_a, side_b, matched_by, provenance_path if matched_by == "provenance" else None,
+                     changes, notes)
+
+
+def _classify(before: list[Node], after: list[Node]) -> tuple[str, str]:
+    """(kind, detail) of nodes of A that became nodes of B."""
+    if not before:
+        return "added", ""
+    if not after:
+        return "removed", ""
+    if all(_is_const(n) for n in after) and not all(_is_const(n) for n in before):
+        return "folded", ""
+    if len(before) == 1 and len(after) == 1:
+        old, new = before[0], after[0]
+        ta, tb = _dtype(old), _dtype(new)
+        if old.op != new.op or (ta != tb and ta is not None and tb is not None):
+            what = f"{old.op} -> {new.op}" if old.op != new.op else f"{ta} -> {tb}"
+            if old.op != new.op and ta != tb and ta is not None and tb is not None:
+                what += f" ({ta} -> {tb})"
+            quant = (tb in _INT_DTYPES and ta not in _INT_DTYPES) or (
+                new.op in _QUANT_OPS and old.op not in _QUANT_OPS)
+            return ("quantized" if quant else "retyped"), what
+        if old.name != new.name:
+            return "renamed", ""
+        return "retyped", "attributes"
+    main = [n for n in after if not _is_const(n)]
+    if len(main) == 1 and len(before) > 1:
+        return "fused", ""
+    return "replaced", ""
+
+
+def _change(before: list[Node], after: list[Node], *, exact: bool, step: str | None = None,
+            rule: str | None = None, coarse: bool = False) -> Change:
+    kind, detail = _classify(before, after)
+    return Change(kind, [n.name for n in before], [n.name for n in after], [n.op for n in before],
+                  [n.op for n in after], exact, step, rule, coarse, detail)
+
+
+def _by_provenance(nodes_a: dict[str, Node], nodes_b: dict[str, Node], prov: Mapping[str, Any]) -> list[Change]:
+    made: dict[str, dict[str, Any]] = {name: entry for name, entry in prov["nodes"].items() if name in nodes_b}
+    groups = _Union()
+    for name, entry in made.items():
+        groups.find(("b", name))
+        for origin in entry["from"]:
+            if origin in nodes_a:
+                groups.union(("b", name), ("a", origin))
+    changes: list[Change] = []
+    for members in groups.groups():
+        after = [nodes_b[n] for side, n in members if side == "b"]
+        before = [nodes_a[n] for side, n in members if side == "a"]
+        entries = [made[n.name] for n in after]
+        steps = list(dict.fromkeys(e.get("step") for e in entries if e.get("step")))
+        rules = list(dict.fromkeys(e.get("rule") for e in entries if e.get("rule")))
+        coarse = any(e.get("coarse") for e in entries)
+        if len(before) == 1 and len(after) == 1 and before[0].name == after[0].name \
+                and before[0].op == after[0].op and _dtype(before[0]) == _dtype(after[0]):
+            continue  # re-made identical (a step put back what it took)
+        change = _change(_a_order(before, nodes_a), after, exact=not coarse, step=" > ".join(steps) or None,
+                         rule=", ".join(rules) or None, coarse=coarse)
+        changes.append(change)
+    # original nodes no node of B carries: removed, grouped by step and rule and connectivity in A
+    removed: dict[tuple[str | None, str | None, bool], list[str]] = {}
+    for name, fate in prov["removed"].items():
+        if name in nodes_a:
+            key = (fate.get("step"), fate.get("rule"), bool(fate.get("coarse")))
+            removed.setdefault(key, []).append(name)
+    for (step, rule, coarse), names in removed.items():
+        for part in _connected([nodes_a[n] for n in names]):
+            changes.append(_change(_a_order(part, nodes_a), [], exact=not coarse, step=step, rule=rule,
+                                   coarse=coarse))
+    # nodes the steps did not make but changed in place (op or dtype), under the same name
+    for name, old in nodes_a.items():
+        if name in made or name in prov["removed"]:
+            continue
+        new = nodes_b.get(name)
+        if new is not None and (new.op != old.op or _dtype(new) != _dtype(old)):
+            changes.append(_change([old], [new], exact=True))
+    return changes
+
+
+def _a_order(nodes: list[Node], index: Mapping[str, Node]) -> list[Node]:
+    order = {name: i for i, name in enumerate(index)}
+    return sorted(nodes, key=lambda n: order.get(n.name, 0))
+
+
+def _connected(nodes: list[Node]) -> list[list[Node]]:
+    """Split nodes into groups connected through each other."""
+    members = set(nodes)
+    groups = _Union()
+    for node in nodes:
+        groups.find(node.name)
+        for other in _neighbours(node):
+            if other in members:
+                groups.union(node.name, other.name)
+    by_name = {n.name: n for n in nodes}
+    return [[by_name[n] for n in group] for group in groups.groups()]
+
+
+def _by_structure(graph_a: Graph, graph_b: Graph, nodes_a: dict[str, Node], nodes_b: dict[str, Node]) -> list[Change]:
+    anchors = {name for name, node in nodes_a.items()
+               if name in nodes_b and nodes_b[name].op == node.op}
+    changed_a = [n for name, n in nodes_a.items() if name not in anchors]
+    changed_b = [n for name, n in nodes_b.items() if name not in anchors]
+    groups = _Union()
+    touching: dict[str, list[Any]] = {}
+    for side, nodes in (("a", changed_a), ("b", changed_b)):
+        for node in nodes:
+            key = (side, node.name)
+            groups.find(key)
+            for other in _neighbours(node):
+                if other.name in anchors:
+                    touching.setdefault(other.name, []).append(key)
+                else:
+                    groups.union(key, (side, other.name))
+    for node in changed_a:
+        if node.name in nodes_b:  # same name, another op
+            groups.union(("a", node.name), ("b", node.name))
+    for name, keys in touching.items():
+        # an unchanged node ties the changes around it together, unless it is a hub
+        if len(nodes_a[name].inputs) + len(list(nodes_a[name].successors())) <= _HUB_DEGREE:
+            sides = {side for side, _ in keys}
+            if sides == {"a", "b"}:
+                for key in keys[1:]:
+                    groups.union(keys[0], key)
+    changes = [
+        _change([nodes_a[n] for s, n in members if s == "a"], [nodes_b[n] for s, n in members if s == "b"],
+                exact=False)
+        for members in groups.groups()
+    ]
+    for name in anchors:  # same name and op: changed only if the output dtype changed
+        old, new = nodes_a[name], nodes_b[name]
+        if _dtype(old) != _dtype(new) and _dtype(old) is not None and _dtype(new) is not None:
+            changes.append(_change([old], [new], exact=False))
+    return changes
+
+
+def neighbourhood(graph_nodes: Mapping[str, Node], names: list[str], *, limit: int = CONTEXT_LIMIT) -> dict[str, Any]:
+    """The nodes ``names`` and their unchanged neighbours (at most ``limit``), with the edges among
+    them, for a picture: ``{"nodes": [[name, op, changed]], "edges": [[i, j]], "more": n}``."""
+    core = [graph_nodes[n] for n in names if n in graph_nodes]
+    members: dict[Node, bool] = {n: True for n in core}
+    extra = 0
+    for node in core:
+        for other in _neighbours(node):
+            if other in members:
+                continue
+            if sum(1 for v in members.values() if not v) >= limit:
+                extra += 1
+                continue
+            members[other] = False
+    index = {node: i for i, node in enumerate(members)}
+    edges: list[list[int]] = []
+    for node, i in index.items():
+        for value in node.inputs:
+            producer = value.producer if value is not None else None
+            if producer is not None and producer in index:
+                edges.append([index[producer], i])
+        for ctrl in node.control_inputs:
+            if ctrl in index:
+                edges.append([index[ctrl], i])
+    edges = [list(e) for e in dict.fromkeys(tuple(e) for e in edges)]
+    return {"nodes": [[n.name, n.op, changed] for n, changed in members.items()], "edges": edges, "more": extra}
