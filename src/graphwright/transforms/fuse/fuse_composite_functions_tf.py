@@ -347,13 +347,13 @@ def _lstm(call: Node, body: _Body) -> tuple[list[Node], list[Value | None]] | st
     block = b.node("BlockLSTMV2", [seq_len, xt, c0, h0, w,
                                    no_peephole, no_peephole, no_peephole, bias],
                    "block_lstm", [f32] * 7, T=t_f32, cell_clip=Attr.float(0.0), use_peephole=Attr.bool(False))
-    last = [b.const(np.array([v], np.int32), f"last_step/{n}", i32) for n, v in (("begin", -1), ("end", 0),
-                                                                                   ("stride", 1))]
 
     def read(i: int) -> bool:
         return bool(call.outputs[i].num_uses or call.outputs[i].is_graph_output)
 
     results: list[Value | None] = [None] * 5
+    last = [] if not (read(0) or read(2) or read(3)) else [
+        b.const(np.array([v], np.int32), f"last_step/{n}", i32) for n, v in (("begin", -1), ("end", 0), ("stride", 1))]
     if read(1):
         hs = block.outputs[_BLOCK_H]
         results[1] = hs if time_major else b.op("Transpose", [hs, perm], "outputs", f32, T=t_f32,
@@ -387,7 +387,29 @@ def _custom(call: Node, name: str, attrs: dict[str, Attr]) -> tuple[list[Node], 
     return [node], list(node.outputs)
 
 
-def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[RuleSet]:
+def _drop_dead_chain(value: Value | None) -> int:
+    """Remove ``value``'s producer chain when it is Identity nodes ending at a Const and nothing
+    reads it any more: the frozen weights a fused call stopped reading.  Returns how many went."""
+    chain: list[Node] = []
+    while value is not None and value.producer is not None and value.producer.op == "Identity":
+        chain.append(value.producer)
+        value = value.producer.inputs[0] if value.producer.inputs else None
+    if value is None or value.producer is None or value.producer.op != "Const":
+        return 0
+    chain.append(value.producer)
+    removed = 0
+    for node in chain:
+        graph = node.graph
+        if (graph is None or node.control_users or node.control_inputs
+                or any(out.num_uses or out.is_graph_output for out in node.outputs)):
+            break
+        graph.remove(node)
+        removed += 1
+    return removed
+
+
+def _rules(library: dict[str, Any], renames: list[tuple[Node, str]],
+           former: list[Value | None]) -> list[RuleSet]:
     def fuse(m: Match) -> Replacement | Skip:  # call(f=implements X) -> X's fused op
         call = m.node
         fname = called_function(call)
@@ -420,6 +442,7 @@ def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[Rul
         if first is not None:
             renames.append((first, call.name))  # the first output keeps the call's name (fetches by name)
         mapped = {old: new for old, new in zip(call.outputs, results) if new is not None}
+        former.extend(call.inputs)  # weights the call read may be left unread (checked once applied)
         return Replacement(new_nodes, mapped, control_to=root)
 
     rules = RuleSet(name="fuse_composite_functions")
@@ -431,7 +454,8 @@ def _rules(library: dict[str, Any], renames: list[tuple[Node, str]]) -> list[Rul
 def fuse_composite_functions(model: Model, ctx: TransformContext) -> TransformResult:
     """Replace calls of _implements-annotated functions by one fused op each."""
     renames: list[tuple[Node, str]] = []
-    report = apply_rules(model, _rules(functions(model), renames), subgraphs=False)
+    former: list[Value | None] = []
+    report = apply_rules(model, _rules(functions(model), renames, former), subgraphs=False)
     for root, name in renames:
         if root.graph is not None:  # applied (a refused replacement never entered the graph)
             root.name = name
@@ -439,4 +463,6 @@ def fuse_composite_functions(model: Model, ctx: TransformContext) -> TransformRe
                 value.name = f"{name}:{i}" if i else name
     fused = report.applied
     dropped = drop_unused_functions(model) if fused else []
+    for value in dict.fromkeys(former):
+        _drop_dead_chain(value)
     return result_of(report, stats={"calls_fused": fused, "functions_removed": len(dropped)})
