@@ -81,7 +81,8 @@ def encoder() -> dict:
     runs["feeds"], expected = info.reference_data()
     runs["expected"] = expected[runs["out"]]
     job = lambda graph: (graph, runs["feeds"], info.outputs)  # noqa: E731
-    runs["onednn_on"] = run_all_in_child([job(runs["onednn"][0])], onednn=True)
+    runs["onednn_on"] = run_all_in_child([job(runs["onednn"][0]), (data, "constfold,arithmetic,remap", info.outputs)],
+                                         onednn=True)
     runs["onednn_off"] = run_all_in_child([job(runs["onednn"][0]), job(runs["eigen"][0]),
                                            job(runs["layer_norm_only"])], onednn=False)
     return runs
@@ -96,9 +97,12 @@ def test_keras_encoder_layer_norms_and_gelus_fuse_for_onednn_and_run_in_tf(encod
         assert gone not in ops(got), gone
     fused_ops = sorted(tuple(n.attr["fused_ops"].list.s) for n in nodes(got).values() if n.op == "_FusedMatMul")
     assert fused_ops == [(b"BiasAdd", b"GeluApproximate"), (b"BiasAdd", b"GeluExact")]
-    ((ok, result),) = encoder["onednn_on"]
+    (ok, result), (_, grappler) = encoder["onednn_on"]
     assert ok, result
     np.testing.assert_allclose(result[0], encoder["expected"], rtol=1e-5, atol=2e-5)
+    # Grappler (constant folding, arithmetic, remapper; oneDNN on) fuses none of them on this graph
+    assert "_MklLayerNorm" not in ops(grappler) and "_FusedMatMul" not in ops(grappler)
+    assert ops(grappler)["Mean"] == 4 and ops(grappler)["Erfc"] == 1
     # the same graph with oneDNN off: TF's Eigen _FusedMatMul has no GELU, which is why target=eigen refuses
     ok, message = encoder["onednn_off"][0]
     assert not ok and "Fusion is not implemented" in message
