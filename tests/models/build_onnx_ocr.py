@@ -6,6 +6,7 @@ The models whose run-time shape glue (``Shape -> Gather -> Unsqueeze -> Concat``
 * ``crnn_*``: CNN -> collapse the height -> ``reshape(b, c*h, w).permute`` by the
   dynamic width -> bidirectional LSTM -> CTC head (log-softmax), batch 1 as OCR
   recognizers are usually exported, width dynamic;
+* ``easy_crnn_*``: EasyOCR-style: VGG-ish CNN -> the permuted map averaged over the height -> two batch-first BiLSTM+Linear blocks -> CTC head; batch and width dynamic;
 * ``svtr_*``: SVTR-style: conv patch embedding -> flatten -> attention blocks whose
   q/k/v reshapes read ``B, N, C = x.shape`` -> back to NCHW -> height pooling -> CTC
   head; batch and width dynamic;
@@ -50,7 +51,7 @@ LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxr
              ("onnxscript", ("onnxscript",)))
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
-NAMES = ("crnn_ts", "crnn_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
+NAMES = ("crnn_ts", "crnn_dynamo", "easy_crnn_ts", "easy_crnn_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
 SEED = 0
 ATOL = 1e-4
 HEIGHT = 32
@@ -84,6 +85,40 @@ class CRNN(nn.Module):
         t, b2, hidden = seq.shape
         logits = self.head(seq.reshape(t * b2, hidden)).reshape(t, b2, -1)
         return logits.log_softmax(2)
+
+
+class BiLSTMBlock(nn.Module):
+    """EasyOCR's BidirectionalLSTM: batch-first BiLSTM then a Linear."""
+
+    def __init__(self, cin: int, hidden: int, cout: int) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(cin, hidden, bidirectional=True, batch_first=True)
+        self.linear = nn.Linear(hidden * 2, cout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.rnn.flatten_parameters()
+        out, _ = self.rnn(x)
+        return self.linear(out)
+
+
+class EasyCRNN(nn.Module):
+    """EasyOCR-style recognizer: VGG-ish features, the permuted map averaged over its last axis (what
+    AdaptiveAvgPool2d((None, 1)) computes; the TorchScript exporter refuses that pool with a dynamic
+    width), two stacked BiLSTM blocks, a CTC head; batch and width dynamic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            _conv_bn(1, 16), nn.MaxPool2d(2, 2), _conv_bn(16, 32), nn.MaxPool2d(2, 2),
+            _conv_bn(32, 48), nn.MaxPool2d((2, 1), (2, 1)), _conv_bn(48, 64),
+        )
+        self.sequence = nn.Sequential(BiLSTMBlock(64, 32, 32), BiLSTMBlock(32, 32, 32))
+        self.head = nn.Linear(32, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        f = self.features(x)  # [B, C, H', W']
+        f = f.permute(0, 3, 1, 2).mean(3)  # [B, W', C]
+        return self.head(self.sequence(f))
 
 
 class Attention(nn.Module):
@@ -175,6 +210,8 @@ class LoopLSTM(nn.Module):
 #: a second input shape to check at)
 _SPECS: dict[str, tuple[Any, tuple[int, ...], dict[int, str], dict[int, str], tuple[int, ...]]] = {
     "crnn": (CRNN, (1, 3, HEIGHT, 100), {3: "width"}, {0: "steps"}, (1, 3, HEIGHT, 64)),
+    "easy_crnn": (EasyCRNN, (2, 1, HEIGHT, 100), {0: "batch", 3: "width"}, {0: "batch", 1: "steps"},
+                  (3, 1, HEIGHT, 48)),
     "svtr": (SVTR, (1, 3, HEIGHT, 96), {0: "batch", 3: "width"}, {0: "batch", 1: "steps"}, (2, 3, HEIGHT, 160)),
     "gru": (SeqGRU, (2, 12, 24), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (3, 7, 24)),
     "lstm_loop": (LoopLSTM, (1, 9, 16), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (2, 4, 16)),
