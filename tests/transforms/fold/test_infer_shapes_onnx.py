@@ -150,3 +150,12 @@ def test_only_models_that_could_explode_pay_for_an_isolated_inference(tmp_path: 
     assert _could_explode(chain, set())
     declared = gw.formats.onnx.load(Path("v.onnx"), _declared_vector(10**10).SerializeToString())
     assert _could_explode(declared, set())
+
+
+def test_a_kept_dim_never_keeps_an_earlier_runs_generated_symbol() -> None:
+    from graphwright.transforms.fold.infer_shapes_onnx import merge_shape
+
+    # ONNX said nothing this run: what was known stays, but an old run's unk__N is forgotten
+    assert merge_shape((1, "unk__3", "batch"), None) == (1, None, "batch")
+    assert merge_shape(("unk__0", 4), (None, 4)) == (None, 4)
+    assert merge_shape(("batch", None), ("unk__1", 8)) == ("unk__1", 8)

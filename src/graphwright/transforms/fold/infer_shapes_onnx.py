@@ -113,12 +113,20 @@ def _long_vectors(model: Model, types: dict[Value, tuple[DType | None, Shape]], 
     return found
 
 def merge_shape(known: Shape, inferred: Shape) -> Shape:
-    """The more precise of two shapes of one value (see the module docstring)."""
+    """The more precise of two shapes of one value (see the module docstring).
+
+    A dim kept from ``known`` never keeps a generated symbol (``unk__N``): that belongs to an
+    earlier run's numbering, and could falsely equal this run's ``unk__N`` (which
+    ``fold_symbolic_shapes`` would take for the same size)."""
     if inferred is None:
-        return known
+        return None if known is None else tuple(_forget_generated(d) for d in known)
     if known is None or len(known) != len(inferred):
         return inferred
-    return tuple(a if b is None else b for a, b in zip(known, inferred))
+    return tuple(_forget_generated(a) if b is None else b for a, b in zip(known, inferred))
+
+
+def _forget_generated(dim: int | str | None) -> int | str | None:
+    return None if isinstance(dim, str) and _GENERATED.fullmatch(dim) else dim
 
 
 def canonical_symbols(types: dict[Value, tuple[DType | None, Shape]]) -> dict[Value, tuple[DType | None, Shape]]:
