@@ -8,7 +8,9 @@ int16 cell state) against values derived here without graphwright:
   step by step with integers only — the extracted parameters and weights, gemmlowp's 16-bit
   sigmoid and tanh written here — and compared with LiteRT's reference kernels bit for bit;
 * the parameters of peepholes, layer normalization, projection and clips (no converter emits an
-  integer LSTM with them) on a hand-made operator, against the same formulas.
+  integer LSTM with them) on ``tflite_sequence/integer_lstm_int8`` (written with the schema's
+  object API; the interpreter runs it bit-exact with LiteRT, see test_sequence_ops) and on a
+  hand-made operator, against the same formulas.
 """
 
 from __future__ import annotations
@@ -55,43 +57,68 @@ def _f32(v: float) -> float:
 
 
 def _expected_from_flatbuffer(path: Path) -> list[Layer]:
-    """Per UNIDIRECTIONAL_SEQUENCE_LSTM of the file, its multipliers, shifts and effective biases
-    as LiteRT's integer Prepare derives them, read with TensorFlow's schema module."""
+    """Per UNIDIRECTIONAL_SEQUENCE_LSTM of the file, its multipliers, shifts, effective biases,
+    clips and layer-norm guards as LiteRT's integer Prepare derives them, read with TensorFlow's
+    schema module."""
     model = fb.ModelT.InitFromPackedBuf(path.read_bytes(), 0)
     graph = model.subgraphs[0]
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
-    found = []
-    for op in graph.operators:
-        if codes[op.opcodeIndex] != fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM:
+    return [_expected_for(model, graph, op) for op in graph.operators
+            if codes[op.opcodeIndex] == fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM]
+
+
+def _expected_for(model: Any, graph: Any, op: Any) -> Layer:
+    def tensor(i: int) -> Any:
+        return graph.tensors[op.inputs[i]] if op.inputs[i] >= 0 else None
+
+    def scale(i: int) -> float:
+        return _f32(tensor(i).quantization.scale[0])
+
+    def data(i: int, dtype: Any) -> np.ndarray:
+        return np.frombuffer(bytes(model.buffers[tensor(i).buffer].data), dtype).reshape(tensor(i).shape)
+
+    options = op.builtinOptions
+    zp_in, zp_state = int(tensor(0).quantization.zeroPoint[0]), int(tensor(18).quantization.zeroPoint[0])
+    intermediates = [graph.tensors[i].quantization for i in op.intermediates]
+    hidden = intermediates[4]
+    norm = tensor(21) is not None
+    gates = [_f32(q.scale[0]) for q in intermediates[:4]] if norm else [_f32(2.0 ** -12)] * 4
+    cell_exponent = round(math.log2(scale(19)))
+    expected: Layer = {"hidden_zero_point": int(hidden.zeroPoint[0]), "cell_exponent": cell_exponent,
+                       "use_cifg": tensor(1) is None, "use_peephole": tensor(11) is not None, "use_layer_norm": norm,
+                       "use_projection": tensor(16) is not None, "time_major": bool(options.timeMajor)}
+    # float32 quotient, clamped to the type's range, truncated by the C cast
+    expected["quantized_cell_clip"] = int(min(max(_f32(_f32(options.cellClip) / scale(19)), -32768.0), 32767.0)) \
+        if options.cellClip > 0 else 0
+    out_scale = _f32(graph.tensors[op.outputs[0]].quantization.scale[0])
+    expected["quantized_proj_clip"] = int(min(max(_f32(_f32(options.projClip) / out_scale), -128.0), 127.0)) \
+        if options.projClip > 0 else 0
+    expected["hidden_multiplier"], expected["hidden_shift"] = _quantize_multiplier(
+        _f32(2.0 ** -15 / _f32(hidden.scale[0]) * 2.0 ** -15))
+    for g, name in enumerate(GATES):
+        if tensor(1 + g) is None:
             continue
-
-        def tensor(i: int, op: Any = op) -> Any:
-            return graph.tensors[op.inputs[i]] if op.inputs[i] >= 0 else None
-
-        def scale(i: int) -> float:
-            return _f32(tensor(i).quantization.scale[0])
-
-        def data(i: int, dtype: Any) -> np.ndarray:
-            return np.frombuffer(bytes(model.buffers[tensor(i).buffer].data), dtype).reshape(tensor(i).shape)
-
-        zp_in, zp_state = int(tensor(0).quantization.zeroPoint[0]), int(tensor(18).quantization.zeroPoint[0])
-        hidden = graph.tensors[op.intermediates[4]].quantization
-        gate = _f32(2.0 ** -12)
-        expected: Layer = {"hidden_zero_point": int(hidden.zeroPoint[0]),
-                           "cell_exponent": round(math.log2(scale(19)))}
-        expected["hidden_multiplier"], expected["hidden_shift"] = _quantize_multiplier(
-            _f32(2.0 ** -15 / _f32(hidden.scale[0]) * 2.0 ** -15))
-        for g, name in enumerate(GATES):
-            for kind, w, other in (("input", 1 + g, scale(0)), ("recurrent", 5 + g, scale(18))):
-                real = _f32(_f32(scale(w) * other) / gate)
-                expected[f"{kind}_to_{name}_multiplier"], expected[f"{kind}_to_{name}_shift"] = \
-                    _quantize_multiplier(real)
-            rows_in = data(1 + g, np.int8).astype(np.int64).sum(axis=1)
-            rows_rec = data(5 + g, np.int8).astype(np.int64).sum(axis=1)
-            expected[f"input_to_{name}_effective_bias"] = data(12 + g, np.int32) - zp_in * rows_in
-            expected[f"recurrent_to_{name}_effective_bias"] = -zp_state * rows_rec
-        found.append(expected)
-    return found
+        for kind, w, other in (("input", 1 + g, scale(0)), ("recurrent", 5 + g, scale(18))):
+            real = _f32(_f32(scale(w) * other) / gates[g])
+            expected[f"{kind}_to_{name}_multiplier"], expected[f"{kind}_to_{name}_shift"] = _quantize_multiplier(real)
+        bias = np.zeros(tensor(1 + g).shape[0], np.int64) if norm else data(12 + g, np.int32)
+        expected[f"input_to_{name}_effective_bias"] = bias - zp_in * data(1 + g, np.int8).astype(np.int64).sum(axis=1)
+        expected[f"recurrent_to_{name}_effective_bias"] = -zp_state * data(5 + g, np.int8).astype(np.int64).sum(axis=1)
+        peephole = {0: 9, 1: 10, 3: 11}.get(g)
+        if peephole is not None and tensor(peephole) is not None:
+            expected[f"cell_to_{name}_multiplier"], expected[f"cell_to_{name}_shift"] = _quantize_multiplier(
+                _f32(2.0 ** cell_exponent * scale(peephole) / gates[g]))
+        if norm:
+            expected[f"layer_norm_{name}_multiplier"], expected[f"layer_norm_{name}_shift"] = \
+                _quantize_multiplier(scale(20 + g))
+            expected[f"{name}_variance_guard"] = max(1, int(_f32(10000 * scale(20 + g))))
+    if tensor(16) is not None:
+        expected["projection_multiplier"], expected["projection_shift"] = _quantize_multiplier(
+            _f32(_f32(scale(16) * _f32(hidden.scale[0])) / scale(18)))
+        bias = data(17, np.int32) if tensor(17) is not None else 0
+        expected["projection_effective_bias"] = bias - int(hidden.zeroPoint[0]) * data(16, np.int8).astype(
+            np.int64).sum(axis=1)
+    return expected
 
 
 # -- gemmlowp's 16-bit fixed point, for every raw int16 value at once --------------------------------
@@ -217,19 +244,35 @@ def _integer_lstm(p: Layer, weights: dict[str, np.ndarray], x: np.ndarray, batch
     return np.stack(outputs).astype(np.int8)
 
 
-def test_converter_lstm_parameters_match_litert_prepare_and_reproduce_its_outputs(tmp_path: Path) -> None:
-    info = get_model("tflite_sequence", "lstm_int8")
-    extract(info.path, tmp_path)
-    doc = json.loads((tmp_path / "manifest.json").read_text())
-    files = {c["name"]: c["file"] for c in doc["constants"]}
+def _extracted_lstms(path: Path, folder: Path) -> tuple[dict[str, Any], list[Layer]]:
+    """The manifest and its LSTM layers, each checked against LiteRT's Prepare recomputed here."""
+    extract(path, folder)
+    doc = json.loads((folder / "manifest.json").read_text())
     layers = [layer for layer in doc["layers"] if layer["op"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
-    expected = _expected_from_flatbuffer(info.path)
-    assert len(layers) == len(expected) == 2
+    expected = _expected_from_flatbuffer(path)
+    assert len(layers) == len(expected) > 0
     for layer, want in zip(layers, expected, strict=True):
         for key, value in want.items():
             got = layer[key]
-            got = np.load(tmp_path / got["file"]) if isinstance(got, dict) else got
+            got = np.load(folder / got["file"]) if isinstance(got, dict) else got
             np.testing.assert_array_equal(got, value, err_msg=f"{layer['name']}: {key}")
+    return doc, layers
+
+
+def test_peephole_layer_norm_projection_lstms_match_litert_prepare(tmp_path: Path) -> None:
+    """The object-API integer LSTMs of tflite_sequence (peepholes, layer norm, projections, clips,
+    CIFG, nonzero hidden zero points): every parameter as recomputed from the flatbuffer."""
+    _, layers = _extracted_lstms(get_model("tflite_sequence", "integer_lstm_int8").path, tmp_path)
+    assert {"cell_to_forget_multiplier", "layer_norm_cell_multiplier", "projection_effective_bias"} <= \
+        {key for layer in layers for key in layer}
+    assert any(layer["use_cifg"] for layer in layers) and any(layer["quantized_proj_clip"] for layer in layers)
+
+
+def test_converter_lstm_parameters_match_litert_prepare_and_reproduce_its_outputs(tmp_path: Path) -> None:
+    info = get_model("tflite_sequence", "lstm_int8")
+    doc, layers = _extracted_lstms(info.path, tmp_path)
+    files = {c["name"]: c["file"] for c in doc["constants"]}
+    assert len(layers) == 2
     ops = [doc["operators"][layer["operator_index"]] for layer in layers]
     names = [name for op in ops for name in (op["inputs"][0], op["outputs"][0])]
     for seed in range(4):
@@ -312,7 +355,7 @@ def test_peephole_layer_norm_projection_and_clip_parameters_follow_litert_prepar
     real = _f32(_f32(_f32(s_proj) * _f32(s_hidden)) / _f32(s_state))
     assert (p["projection_multiplier"], p["projection_shift"]) == _quantize_multiplier(real)
     np.testing.assert_array_equal(p["projection_effective_bias"],
-                                  projection_bias + 4 * projection.astype(np.int64).sum(axis=1))
+                                  projection_bias - 4 * projection.astype(np.int64).sum(axis=1))
     assert (p["hidden_multiplier"], p["hidden_shift"]) == \
         _quantize_multiplier(_f32(2.0 ** -15 / _f32(s_hidden) * 2.0 ** -15))
 

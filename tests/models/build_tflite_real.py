@@ -44,9 +44,9 @@ NAMES = (
     "unet_float", "unet_int8", "unet_int16x8", "unet_float16", "unet256_float", "unet256_int8",
     "segmenter256_float", "segmenter256_int8",
     "transformer_float", "transformer_int8", "transformer_int16x8", "transformer_dynamic",
-    "resnet50_float", "resnet50_int8",
-    "densenet121_float", "densenet121_int8",
-    "nasnet_mobile_float", "nasnet_mobile_int8",
+    "resnet50_float", "resnet50_int8", "resnet50_int16x8",
+    "densenet121_float", "densenet121_int8", "densenet121_int16x8",
+    "nasnet_mobile_float", "nasnet_mobile_int8", "nasnet_mobile_int16x8",
     "mobilenet_v3_large_float", "mobilenet_v3_large_int16x8",
     # the speed benchmark's classifiers (benchmarks/tflite_speed.py), at the size they are deployed
     "mobilenet_v2_224_float", "mobilenet_v2_224_int8", "mobilenet_v3_small_224_float", "mobilenet_v3_small_224_int8",

@@ -22,6 +22,11 @@ Models (each ``<model>_<mode>``):
   hybrid (int8 weights: symmetric input quantization with relu6, asymmetric with
   tanh), and the hybrid UNIDIRECTIONAL_SEQUENCE_RNN (time-major asymmetric, batch-major
   symmetric).  Tests compare one seed per fresh interpreter, and runs in a row.
+* ``integer_lstm``: in int8, full-integer UNIDIRECTIONAL_SEQUENCE_LSTMs the converter does not make
+  from Keras layers, written with the schema's object API (int16 cell states, five intermediates):
+  input gate, peepholes, layer normalization, a projection (3 outputs of 4 cells) with its bias,
+  cell and projection clips; CIFG with layer norm and peepholes, time-major; a projection alone,
+  with a nonzero hidden zero point.
 """
 
 from __future__ import annotations
@@ -37,9 +42,9 @@ from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 7
+BUILDER_VERSION = 10
 
-NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float")
+NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float", "integer_lstm_int8")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -192,7 +197,63 @@ def _rnn(model_path: Path) -> list[Spec]:
     return m.specs
 
 
+def _integer_lstm(model_path: Path) -> list[Spec]:
+    """Three full-integer LSTMs, as the module docstring says."""
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    tensor = m.tensor
+    rng = np.random.default_rng(SEED)
+    depth, cells = 5, 4
+
+    def ints(name: str, shape: tuple[int, ...], dtype: Any, low: int, high: int, scale: float, zp: int = 0) -> int:
+        return tensor(name, shape, dtype, rng.integers(low, high, shape).astype(dtype), scale=[scale], zero_point=[zp])
+
+    def state(name: str, shape: tuple[int, ...], dtype: Any, scale: float, zp: int = 0) -> int:
+        i = tensor(name, shape, dtype, scale=[scale], zero_point=[zp])
+        m.tensors[i].isVariable = True
+        return i
+
+    x = m.input(Spec((BATCH, STEPS, depth), "int8"), "x", scale=[1 / 64], zero_point=[3])
+    x_time = m.input(Spec((STEPS, BATCH, depth), "int8"), "x_time_major", scale=[1 / 50], zero_point=[-4])
+    for name, cifg, peephole, norm, units, hidden_zp, time_major, clips in (
+            ("full", False, True, True, 3, -3, False, (1.0, 0.5)),
+            ("cifg_norm", True, True, True, cells, 0, True, (0.0, 0.0)),
+            ("peephole_norm", False, True, True, cells, 2, False, (0.0, 0.0)),
+            ("full_time_major", False, True, False, 3, 0, True, (0.7, 0.0)),
+            ("projection", False, False, False, 3, 5, False, (0.0, 0.0))):
+        operands = [-1] * 24
+        operands[0] = x_time if time_major else x
+        for g in range(4):
+            if cifg and g == 0:
+                continue
+            operands[1 + g] = ints(f"{name}_w{g}", (cells, depth), np.int8, -127, 128, 0.012 + 0.003 * g)
+            operands[5 + g] = ints(f"{name}_r{g}", (cells, units), np.int8, -127, 128, 0.015 + 0.002 * g)
+            operands[12 + g] = ints(f"{name}_b{g}", (cells,), np.int32, -3000, 3000, 2e-5)
+            if norm:
+                operands[20 + g] = ints(f"{name}_ln{g}", (cells,), np.int16, 4000, 30000, 6e-5 + 1e-5 * g)
+        if peephole:
+            for k, g in enumerate((0, 1, 3)):
+                if not (cifg and g == 0):
+                    operands[9 + k] = ints(f"{name}_p{g}", (cells,), np.int16, -6000, 6000, 1e-4 + 2e-5 * k)
+        if units != cells:
+            operands[16] = ints(f"{name}_proj", (units, cells), np.int8, -127, 128, 0.011)
+            operands[17] = ints(f"{name}_proj_b", (units,), np.int32, -800, 800, 4e-5)
+        operands[18] = state(f"{name}_h", (BATCH, units), np.int8, 1 / 96, -9)
+        operands[19] = state(f"{name}_c", (BATCH, cells), np.int16, 2.0 ** -11)
+        gates = [tensor(f"{name}_gate{g}", (), np.int16, scale=[0.0007 + 0.0001 * g]) for g in range(4)]
+        hidden = tensor(f"{name}_hidden", (), np.int8, scale=[1 / 120], zero_point=[hidden_zp])
+        lead = (STEPS, BATCH) if time_major else (BATCH, STEPS)
+        out = tensor(name, (*lead, units), np.int8, scale=[1 / 96], zero_point=[-9])
+        m.op(B.UNIDIRECTIONAL_SEQUENCE_LSTM, operands, [out], opts.UnidirectionalSequenceLSTMOptions,
+             _options(fb.UnidirectionalSequenceLSTMOptionsT, fusedActivationFunction=4, cellClip=clips[0],
+                      projClip=clips[1], timeMajor=time_major))
+        m.ops[-1].intermediates = [*gates, hidden]
+    m.write(model_path)
+    return m.specs
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "integer_lstm_int8":
+        return info_of("tflite_sequence", name, model_path, reference_path, _integer_lstm(model_path))
     if name == "rnn_float":
         return info_of("tflite_sequence", name, model_path, reference_path, _rnn(model_path))
     if name == "hybrid_lstm_float":

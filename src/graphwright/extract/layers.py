@@ -79,9 +79,11 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   without layer norm, else the four intermediates' scales); ``hidden_multiplier``/``_shift``
   (``2^-15/s_hidden·2^-15``) and ``hidden_zero_point`` (the fifth intermediate); with a
   projection ``projection_multiplier``/``_shift`` (``s_proj·s_hidden/s_state``) and
-  ``projection_effective_bias`` (``bias + zp_hidden·Σ_row w``, LiteRT's sign);
+  ``projection_effective_bias`` (``bias − zp_hidden·Σ_row w``);
   ``cell_exponent`` (log2 of the cell scale), ``quantized_cell_clip`` and
-  ``quantized_proj_clip`` (0: none).
+  ``quantized_proj_clip`` (0: none), ``time_major``.  The interpreter's sequence.py runs the layer
+  from the same quantities (peepholes there as LiteRT applies them: to the first ``outputs``
+  cells of each batch row, or of the flattened batch when time-major).
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -728,6 +730,6 @@ def _lstm(node: Node) -> Params | None:
         bias = at(17)
         base = bias.const.numpy().astype(np.int64) if bias is not None and bias.const is not None \
             else np.zeros(w.const.numpy().shape[0], np.int64)
-        params["projection_effective_bias"] = (base + hidden.zp * w.const.numpy().astype(np.int64).sum(axis=1)
+        params["projection_effective_bias"] = (base - hidden.zp * w.const.numpy().astype(np.int64).sum(axis=1)
                                                ).astype(np.int32)
     return params

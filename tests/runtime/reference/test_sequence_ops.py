@@ -25,7 +25,8 @@ from ._oracle import assert_matches_reference, feeds_for
 pytestmark = pytest.mark.slow
 
 INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"},
-            "svdf": {"SVDF"}, "rnn": {"RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"}}
+            "svdf": {"SVDF"}, "rnn": {"RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"},
+            "integer_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}}
 
 
 @pytest.mark.parametrize("name", NAMES)

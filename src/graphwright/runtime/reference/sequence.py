@@ -26,8 +26,15 @@ gemmlowp's 16-bit fixed-point sigmoid or tanh (to Q0.15, here as tables over the
 values); the cell state (scale ``2^cell_scale``) is ``f·c >> 15`` plus
 ``i·g >> (30 + cell_scale)``, saturated and clipped; the hidden state is ``o·tanh(c)``
 requantized to int8 by the effective hidden scale (the operator's fifth intermediate tensor).
-Projection, peepholes and layer norm are refused in integer LSTMs (the converter emits none
-from Keras layers); the converter refuses 16x8 LSTMs.
+Peepholes (int16 weights) add their requantized product with the cell state to the gate,
+saturated — over the first ``outputs`` cells of each batch row (batch-major: LiteRT steps one
+row at a time) or of the flattened batch (time-major), as LiteRT walks them; layer norm
+(LiteRT's ApplyLayerNorm: integer mean and variance in 2^10 fixed point, gemmlowp's inverse
+square root, the coefficients and the gate bias, back to Q3.12) runs on each gate before its
+activation, the gates then at their intermediates' scales; a projection (int8 weights, bias
+less ``zp_hidden·Σ_row w``) maps the hidden state to the output state, clipped to
+``proj_clip``.  The converter emits none of these from Keras layers (tests build them with the
+schema's object API); it refuses 16x8 LSTMs.
 
 LSTM (full-integer, ``flavor="tflm"``): TFLM's own step (micro/kernels/lstm_eval.h), built
 from its reference kernels.  Each gate is two int16 FULLY_CONNECTED outputs (scale 2^-12,
@@ -62,6 +69,7 @@ from ._common import (
 from .elementwise import sigmoid_table, sigmoid_tanh_q15
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
 from .luts import wrap16
+from .math_ops import _inv_sqrt_multiplier
 from .prepare import OpCheck, Shape, prepare_rule
 
 __all__: list[str] = []
@@ -532,40 +540,98 @@ def _lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
 _GATE_SCALE = 2.0 ** -12
 
 
+class _IntegerGate(NamedTuple):
+    """One gate of the integer LSTM as LiteRT's Prepare leaves it: the input and recurrent weights
+    (transposed, int64) with their zero-point-folded biases and multipliers; the peephole weights
+    and multiplier; the layer-norm coefficients, gate bias, multiplier and variance guard."""
+
+    w_in: np.ndarray
+    b_in: np.ndarray
+    m_in: tuple[int, int]
+    w_rec: np.ndarray
+    b_rec: np.ndarray
+    m_rec: tuple[int, int]
+    peephole: tuple[np.ndarray, tuple[int, int]] | None
+    norm: tuple[np.ndarray, np.ndarray, tuple[int, int], int] | None
+
+
 def _integer_plan(ctx: OpContext) -> dict[str, Any]:
-    """What LiteRT's Prepare derives from the constants and scales (PopulateQuantizedLstmParams8x8_16):
-    per gate the input and recurrent weights, the biases with the zero points folded in, and the
-    requantization multipliers; the cell scale's exponent; the hidden multiplier; the cell clip."""
-    for index, what in ((_PEEPHOLE + 2, "peephole weights"), (_PROJECTION, "a projection"),
-                        (_LAYER_NORM + 1, "layer normalization")):
-        if ctx.has(index):
-            raise ctx.error(f"an integer LSTM with {what} is not implemented")
+    """What LiteRT's Prepare derives from the constants and scales (PopulateQuantizedLstmParams8x8_16,
+    PopulatePrecomputedZPTimesWeightsWithBias): per gate the input and recurrent weights, the biases
+    with the zero points folded in (the gate bias goes to layer norm instead when there is one), the
+    requantization multipliers to the gate's scale (Q3.12, or the gate's intermediate with layer norm),
+    the peephole and layer-norm parameters; the cell scale's exponent; the hidden multiplier; the
+    projection (weights, bias with the hidden zero point folded in as LiteRT does it: plus
+    ``zp_hidden·Σ_row w``, multiplier); the quantized clips."""
     intermediates = ctx.node.meta.get("tflite.intermediates") or []
     hidden = quant_of(intermediates[4]) if len(intermediates) == 5 else None
     if hidden is None:
         raise ctx.error("an integer LSTM needs its five intermediate tensors (the fifth quantized)")
     q_in, q_state, q_cell = ctx.in_quant(_INPUT), ctx.in_quant(_OUTPUT_STATE), ctx.in_quant(_CELL_STATE)
-    if q_in is None or q_state is None or q_cell is None:
-        raise ctx.error("an integer LSTM needs quantized input and states")
+    q_out = ctx.out_quant()
+    if q_in is None or q_state is None or q_cell is None or q_out is None:
+        raise ctx.error("an integer LSTM needs quantized input, output and states")
     cell_exponent = _cell_exponent(q_cell.s, ctx.error)
-    gates = []
+    layer_norm = ctx.has(_LAYER_NORM + 1)
+    gate_scales = [np.float32(_GATE_SCALE)] * 4
+    if layer_norm:
+        gate_q = [quant_of(v) for v in intermediates[:4]]
+        if any(q is None for q in gate_q):
+            raise ctx.error("a layer-norm integer LSTM needs its four gate intermediates quantized")
+        gate_scales = [np.float32(q.s) for q in gate_q]  # type: ignore[union-attr]
+    if ctx.has(_PEEPHOLE + 2) and ctx.x(_W_RECURRENT + 1).shape[1] > ctx.x(_W_INPUT + 1).shape[0]:
+        raise ctx.error("a peephole integer LSTM with more outputs than cells is not implemented (LiteRT reads "
+                        "past its peephole weights there)")
+
+    def scale(i: int) -> np.float32:
+        q = ctx.in_quant(i)
+        if q is None:
+            raise ctx.error(f"input {i} of an integer LSTM has no quantization")
+        return np.float32(q.s)
+
+    def multiplier(real: float) -> tuple[int, int]:
+        m, e = quantize_multiplier(real)
+        return int(m), int(e)
+
+    gates: list[_IntegerGate | None] = []
     for g in range(4):
         if not ctx.has(_W_INPUT + g):
             gates.append(None)  # CIFG: no input gate
             continue
         w_in, w_rec = (ctx.x(i + g).astype(np.int64) for i in (_W_INPUT, _W_RECURRENT))
-        s_in, s_rec = (np.float32(ctx.in_quant(i + g).s) for i in (_W_INPUT, _W_RECURRENT))  # type: ignore[union-attr]
         bias = ctx.x(_BIAS + g).astype(np.int64) if ctx.has(_BIAS + g) else np.zeros(w_in.shape[0], np.int64)
-        gates.append((w_in.T, bias - q_in.zp * w_in.sum(axis=1),
-                      quantize_multiplier(float(np.float32(s_in * np.float32(q_in.s)) / np.float32(_GATE_SCALE))),
-                      w_rec.T, -q_state.zp * w_rec.sum(axis=1),
-                      quantize_multiplier(float(np.float32(s_rec * np.float32(q_state.s)) / np.float32(_GATE_SCALE)))))
+        peephole = None
+        if g != 2 and ctx.has(_PEEPHOLE + (0, 1, None, 2)[g]):  # type: ignore[operator]
+            index = _PEEPHOLE + (0, 1, None, 2)[g]  # type: ignore[operator]
+            peephole = (ctx.x(index).astype(np.int64), multiplier(float(np.float32(
+                2.0 ** cell_exponent * np.float64(scale(index)) / np.float64(gate_scales[g])))))
+        norm = None
+        if layer_norm:
+            s_norm = scale(_LAYER_NORM + g)
+            norm = (ctx.x(_LAYER_NORM + g).astype(np.int64), bias, multiplier(float(s_norm)),
+                    max(1, int(np.float32(10000) * s_norm)))
+        folded = np.zeros_like(bias) if layer_norm else bias
+        gates.append(_IntegerGate(
+            w_in.T, folded - q_in.zp * w_in.sum(axis=1),
+            multiplier(float(np.float32(scale(_W_INPUT + g) * np.float32(q_in.s)) / gate_scales[g])),
+            w_rec.T, -q_state.zp * w_rec.sum(axis=1),
+            multiplier(float(np.float32(scale(_W_RECURRENT + g) * np.float32(q_state.s)) / gate_scales[g])),
+            peephole, norm))
+    projection = None
+    if ctx.has(_PROJECTION):
+        w = ctx.x(_PROJECTION).astype(np.int64)
+        bias = ctx.x(_PROJECTION_BIAS).astype(np.int64) if ctx.has(_PROJECTION_BIAS) else np.zeros(w.shape[0], np.int64)
+        projection = (w.T, bias - hidden.zp * w.sum(axis=1),
+                      multiplier(float(np.float32(np.float32(scale(_PROJECTION) * np.float32(hidden.s))
+                                                  / np.float32(q_state.s)))))
     clip = float(ctx.attr("cell_clip", 0.0) or 0.0)
+    proj_clip = float(ctx.attr("proj_clip", 0.0) or 0.0)
     return {
-        "gates": gates, "cell_exponent": cell_exponent,
-        "hidden": quantize_multiplier(float(np.float32(2.0 ** -15 / np.float64(np.float32(hidden.s)) * 2.0 ** -15))),
-        "hidden_zp": hidden.zp,
+        "gates": gates, "cell_exponent": cell_exponent, "projection": projection,
+        "hidden": multiplier(float(np.float32(2.0 ** -15 / np.float64(np.float32(hidden.s)) * 2.0 ** -15))),
+        "hidden_zp": hidden.zp, "state_zp": q_state.zp,
         "cell_clip": int(min(max(np.float32(clip) / np.float32(q_cell.s), -32768.0), 32767.0)) if clip > 0 else 0,
+        "proj_clip": int(min(max(np.float32(proj_clip) / np.float32(q_out.s), -128.0), 127.0)) if proj_clip > 0 else 0,
     }
 
 
@@ -594,8 +660,39 @@ def _integer_steps(ctx: OpContext, zp_in: int) -> tuple[np.ndarray, bool, tuple[
     return x, time_major, (h_var, h), (c_var, c_var.reshape(h.shape[0], -1).astype(np.int64))
 
 
+def _layer_norm_integer(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray, tuple[int, int], int]) -> np.ndarray:
+    """LiteRT's ApplyLayerNorm on int16 gates ``[batch, cells]``: mean and variance in 2^10
+    fixed point (integer divisions truncating), the inverse standard deviation as gemmlowp's
+    (a variance below 1 replaced by the guard), times the coefficients plus the gate bias (int32
+    arithmetic), rounded back by 2^10, requantized to Q3.12, saturated to int16."""
+    coefficients, bias, (m, e), guard = norm
+    n = x.shape[-1]
+    total, squares = x.sum(axis=-1, keepdims=True), (x * x).sum(axis=-1, keepdims=True)
+    mean = _trunc_div(total * 1024, n)
+    variance = _trunc_div(squares * ((1 << 20) // n) - mean * mean, 1 << 20)
+    variance = np.where(variance < 1, guard, variance)
+    inv_m, inv_e = _inv_sqrt_multiplier(variance)
+    rescaled = multiply_by_quantized_multiplier(1024 * x - mean, inv_m, inv_e)
+    scaled = _wrap32(_wrap32(rescaled * coefficients) + bias)
+    rounded = _trunc_div(np.where(scaled > 0, scaled + 512, scaled - 512), 1024)
+    return _saturate16(multiply_by_quantized_multiplier(rounded, m, e + 12))
+
+
+def _trunc_div(a: np.ndarray, b: int) -> np.ndarray:
+    """C integer division (truncating toward zero) of int64 values by a positive ``b``."""
+    q = np.abs(a) // b
+    return np.where(a < 0, -q, q)
+
+
+def _wrap32(v: np.ndarray) -> np.ndarray:
+    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
 def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
-    """LiteRT's LstmStepInteger8x8_16 over the time steps (see the module docstring)."""
+    """LiteRT's LstmStepInteger8x8_16 over the time steps (see the module docstring): per gate the
+    two requantized products summed with saturation, the peephole product added (LiteRT walks the
+    first ``outputs`` cells of each batch row there), layer norm, the Q3.12 sigmoid or tanh; the
+    cell update; the hidden state, projected when there is a projection."""
     plan = ctx.cache.get("integer")
     if plan is None:
         plan = ctx.cache["integer"] = _integer_plan(ctx)
@@ -604,24 +701,44 @@ def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
     m_hidden, s_hidden = plan["hidden"]
     clip, cell_shift = plan["cell_clip"], 30 + plan["cell_exponent"]
 
-    def gate(g: int, step: np.ndarray, table: np.ndarray) -> np.ndarray:
-        w_in, b_in, (m_in, e_in), w_rec, b_rec, (m_rec, e_rec) = plan["gates"][g]
-        acc = _saturate16(multiply_by_quantized_multiplier(step @ w_in + b_in, m_in, e_in))
-        acc = _saturate16(multiply_by_quantized_multiplier(h @ w_rec + b_rec, m_rec, e_rec) + acc)
+    def gate(g: int, step: np.ndarray, cell: np.ndarray, table: np.ndarray) -> np.ndarray:
+        p: _IntegerGate = plan["gates"][g]
+        acc = _saturate16(multiply_by_quantized_multiplier(step @ p.w_in + p.b_in, *p.m_in))
+        acc = _saturate16(multiply_by_quantized_multiplier(h @ p.w_rec + p.b_rec, *p.m_rec) + acc)
+        if p.peephole is not None:  # LiteRT walks n_output (not n_cell) cells per batch row here
+            weights, (m, e) = p.peephole
+            n = h.shape[1]
+            if time_major:  # one call for the whole batch: the first batch·n_output cells, flat
+                flat, cells = acc.reshape(-1).copy(), cell.reshape(-1)
+                span = n * acc.shape[0]
+                flat[:span] = _saturate16(multiply_by_quantized_multiplier(np.tile(weights[:n], acc.shape[0])
+                                                                           * cells[:span], m, e) + flat[:span])
+                acc = flat.reshape(acc.shape)
+            else:  # batch-major: one call per batch row, its first n_output cells
+                acc = acc.copy()
+                acc[:, :n] = _saturate16(multiply_by_quantized_multiplier(weights[:n] * cell[:, :n], m, e)
+                                         + acc[:, :n])
+        if p.norm is not None:
+            acc = _layer_norm_integer(acc, p.norm)
         return _lookup(table, acc)
 
     outputs = []
     for step in x:
-        forget = gate(1, step, sigmoid)
-        update = gate(2, step, tanh_gate)
-        keep = 32767 - forget if plan["gates"][0] is None else gate(0, step, sigmoid)
+        forget = gate(1, step, c, sigmoid)
+        update = gate(2, step, c, tanh_gate)
+        keep = 32767 - forget if plan["gates"][0] is None else gate(0, step, c, sigmoid)
         c = wrap16(rounding_divide_by_pot(forget * c, 15))
         c = _saturate16(c + wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
         if clip > 0:
             c = np.clip(c, -clip, clip)
-        out = gate(3, step, sigmoid)
+        out = gate(3, step, c, sigmoid)
         hidden = multiply_by_quantized_multiplier(out * _lookup(tanh_cell, c), m_hidden, s_hidden) + plan["hidden_zp"]
         h = np.clip(hidden, -128, 127)
+        if plan["projection"] is not None:
+            w, bias, (m, e) = plan["projection"]
+            h = np.clip(multiply_by_quantized_multiplier(h @ w + bias, m, e) + plan["state_zp"], -128, 127)
+            if plan["proj_clip"] > 0:
+                h = np.clip(h, -plan["proj_clip"], plan["proj_clip"])
         outputs.append(h.astype(np.int8))
     c_var[...] = c.reshape(c_var.shape)  # the variable tensors keep the last state, as LiteRT's
     h_var[...] = h.reshape(h_var.shape)
