@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 class _Console(Console):
@@ -64,3 +73,29 @@ def print_refusals(console: Console, step: str, refusals: Sequence[tuple[str, st
     if verbose:
         for rule, node, op, reason in refusals:
             console.print(f"  {escape(rule)} at {escape(node)} ({escape(op)}): {escape(reason)}", highlight=False)
+
+
+#: ``on_progress(done, total, what)``: the callback long work takes to report how far it is.
+ProgressCallback = Callable[[int, int, str], None]
+
+
+def progress_bar(*, quiet: bool = False, console: Console | None = None) -> Progress:
+    """A rich progress bar with an ETA on stderr, drawn only when stderr is a terminal: in a pipe,
+    a file or with ``quiet`` it prints nothing at all.  Use it as a context manager."""
+    err = console if console is not None else stderr()
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("eta"), TimeRemainingColumn(), console=err, transient=True,
+                    disable=quiet or not err.is_terminal)
+
+
+@contextmanager
+def progress_callback(description: str, *, quiet: bool = False,
+                      console: Console | None = None) -> Iterator[ProgressCallback]:
+    """A :data:`ProgressCallback` that moves one bar of :func:`progress_bar` (nothing off a terminal)."""
+    with progress_bar(quiet=quiet, console=console) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, description=f"{description}: {what}"[:70])
+
+        yield update

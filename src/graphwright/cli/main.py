@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from ..errors import GraphwrightError
-from . import calibrate_cmd, compare_cmd, extract_cmd, inspect_cmd, run_cmd, simplify_cmd, transform_cmd
+from . import calibrate_cmd, compare_cmd, diff_cmd, extract_cmd, inspect_cmd, run_cmd, simplify_cmd, transform_cmd
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: stdout closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports for such a tool.
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate_cmd.add_parser(sub)
     run_cmd.add_parser(sub)
     extract_cmd.add_parser(sub)
+    diff_cmd.add_parser(sub)
     return parser
 
 

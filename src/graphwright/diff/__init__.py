@@ -6,8 +6,8 @@ output, :mod:`.numeric` runs both models on the same inputs for per-output error
 :mod:`.html` writes the self-contained report with pictures of the graph around each change.
 """
 
-from .changes import KINDS, Change, ModelDiff, ModelSide, diff_models, neighbourhood
+from .changes import KINDS, Change, ModelDiff, ModelSide, diff_models, neighbourhood, nodes_by_key
 from .provenance import DiffError, read_provenance, sidecar_path, write_provenance
 
-__all__ = ["KINDS", "Change", "ModelDiff", "ModelSide", "diff_models", "neighbourhood", "DiffError",
+__all__ = ["KINDS", "Change", "ModelDiff", "ModelSide", "diff_models", "neighbourhood", "nodes_by_key", "DiffError",
            "read_provenance", "sidecar_path", "write_provenance"]

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from ..ir import Graph, Model, Node, constant_value, constant_values
+from ..transforms.runner import node_key
 
-__all__ = ["ModelSide", "Change", "ModelDiff", "diff_models", "side_of", "KINDS", "neighbourhood"]
+__all__ = ["ModelSide", "Change", "ModelDiff", "diff_models", "side_of", "KINDS", "neighbourhood", "nodes_by_key"]
 
 #: Kinds of change, in the order reports list them.
 KINDS = ("fused", "folded", "replaced", "quantized", "retyped", "renamed", "removed", "added")
@@ -143,6 +144,11 @@ def side_of(model: Model, path: str | os.PathLike[str] | None = None) -> ModelSi
                      dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))))
 
 
+def nodes_by_key(graph: Graph) -> dict[str, Node]:
+    """The graph's nodes by :func:`~graphwright.transforms.runner.node_key`."""
+    return {node_key(n): n for n in graph}
+
+
 def _op_label(node: Node) -> str:
     return f"{node.domain}::{node.op}" if node.domain and node.domain != "ai.onnx" else node.op
 
@@ -195,8 +201,8 @@ def diff_models(a: Model, b: Model, *, path_a: str | None = None, path_b: str | 
     notes: list[str] = []
     if a.subgraphs or b.subgraphs:
         notes.append("only the main graphs are compared (TFLite subgraphs and control-flow bodies are not)")
-    nodes_a = {n.name: n for n in a.graph}
-    nodes_b = {n.name: n for n in b.graph}
+    nodes_a = nodes_by_key(a.graph)
+    nodes_b = nodes_by_key(b.graph)
     if provenance is not None:
         known = [name for entry in provenance["nodes"].values() for name in entry["from"]]
         known += list(provenance["removed"])
@@ -236,7 +242,7 @@ def _classify(before: list[Node], after: list[Node]) -> tuple[str, str]:
             quant = (tb in _INT_DTYPES and ta not in _INT_DTYPES) or (
                 new.op in _QUANT_OPS and old.op not in _QUANT_OPS)
             return ("quantized" if quant else "retyped"), what
-        if old.name != new.name:
+        if node_key(old) != node_key(new):
             return "renamed", ""
         return "retyped", "attributes"
     main = [n for n in after if not _is_const(n)]
@@ -248,7 +254,7 @@ def _classify(before: list[Node], after: list[Node]) -> tuple[str, str]:
 def _change(before: list[Node], after: list[Node], *, exact: bool, step: str | None = None,
             rule: str | None = None, coarse: bool = False) -> Change:
     kind, detail = _classify(before, after)
-    return Change(kind, [n.name for n in before], [n.name for n in after], [n.op for n in before],
+    return Change(kind, [node_key(n) for n in before], [node_key(n) for n in after], [n.op for n in before],
                   [n.op for n in after], exact, step, rule, coarse, detail)
 
 
@@ -264,11 +270,11 @@ def _by_provenance(nodes_a: dict[str, Node], nodes_b: dict[str, Node], prov: Map
     for members in groups.groups():
         after = [nodes_b[n] for side, n in members if side == "b"]
         before = [nodes_a[n] for side, n in members if side == "a"]
-        entries = [made[n.name] for n in after]
+        entries = [made[node_key(n)] for n in after]
         steps = list(dict.fromkeys(e.get("step") for e in entries if e.get("step")))
         rules = list(dict.fromkeys(e.get("rule") for e in entries if e.get("rule")))
         coarse = any(e.get("coarse") for e in entries)
-        if len(before) == 1 and len(after) == 1 and before[0].name == after[0].name \
+        if len(before) == 1 and len(after) == 1 and node_key(before[0]) == node_key(after[0]) \
                 and before[0].op == after[0].op and _dtype(before[0]) == _dtype(after[0]):
             continue  # re-made identical (a step put back what it took)
         change = _change(_a_order(before, nodes_a), after, exact=not coarse, step=" > ".join(steps) or None,
@@ -296,7 +302,7 @@ def _by_provenance(nodes_a: dict[str, Node], nodes_b: dict[str, Node], prov: Map
 
 def _a_order(nodes: list[Node], index: Mapping[str, Node]) -> list[Node]:
     order = {name: i for i, name in enumerate(index)}
-    return sorted(nodes, key=lambda n: order.get(n.name, 0))
+    return sorted(nodes, key=lambda n: order.get(node_key(n), 0))
 
 
 def _connected(nodes: list[Node]) -> list[list[Node]]:
@@ -304,11 +310,11 @@ def _connected(nodes: list[Node]) -> list[list[Node]]:
     members = set(nodes)
     groups = _Union()
     for node in nodes:
-        groups.find(node.name)
+        groups.find(node_key(node))
         for other in _neighbours(node):
             if other in members:
-                groups.union(node.name, other.name)
-    by_name = {n.name: n for n in nodes}
+                groups.union(node_key(node), node_key(other))
+    by_name = {node_key(n): n for n in nodes}
     return [[by_name[n] for n in group] for group in groups.groups()]
 
 
@@ -321,16 +327,16 @@ def _by_structure(graph_a: Graph, graph_b: Graph, nodes_a: dict[str, Node], node
     touching: dict[str, list[Any]] = {}
     for side, nodes in (("a", changed_a), ("b", changed_b)):
         for node in nodes:
-            key = (side, node.name)
+            key = (side, node_key(node))
             groups.find(key)
             for other in _neighbours(node):
-                if other.name in anchors:
-                    touching.setdefault(other.name, []).append(key)
+                if node_key(other) in anchors:
+                    touching.setdefault(node_key(other), []).append(key)
                 else:
-                    groups.union(key, (side, other.name))
+                    groups.union(key, (side, node_key(other)))
     for node in changed_a:
-        if node.name in nodes_b:  # same name, another op
-            groups.union(("a", node.name), ("b", node.name))
+        if node_key(node) in nodes_b:  # same name, another op
+            groups.union(("a", node_key(node)), ("b", node_key(node)))
     for name, keys in touching.items():
         # an unchanged node ties the changes around it together, unless it is a hub
         if len(nodes_a[name].inputs) + len(list(nodes_a[name].successors())) <= _HUB_DEGREE:
@@ -375,4 +381,4 @@ def neighbourhood(graph_nodes: Mapping[str, Node], names: list[str], *, limit: i
             if ctrl in index:
                 edges.append([index[ctrl], i])
     edges = [list(e) for e in dict.fromkeys(tuple(e) for e in edges)]
-    return {"nodes": [[n.name, n.op, changed] for n, changed in members.items()], "edges": edges, "more": extra}
+    return {"nodes": [[node_key(n), n.op, changed] for n, changed in members.items()], "edges": edges, "more": extra}

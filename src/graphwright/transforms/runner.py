@@ -32,7 +32,7 @@ from .presets import expand_presets
 from .registry import TransformResult, TransformSpec, get
 
 __all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_pipeline", "Provenance",
-           "PROVENANCE_KEY", "provenance_of"]
+           "PROVENANCE_KEY", "provenance_of", "node_key"]
 
 #: Where a model keeps its :class:`Provenance` in ``Model.meta`` (no writer reads this key).
 PROVENANCE_KEY = "graphwright.provenance"
@@ -206,6 +206,20 @@ def _nodes(model: Model) -> list[Node]:
     return [node for g in all_graphs(model) for node in g]
 
 
+def node_key(node: Node) -> str:
+    """How provenance and diffs name a node: its name, or for an unnamed node (ONNX allows them)
+    its first output's name after ``>``."""
+    if node.name:
+        return node.name
+    return ">" + node.outputs[0].name if node.outputs else f">{node.op}"
+
+
+def _signature(node: Node) -> tuple[int, ...]:
+    """Identity of a node's inputs and of their constant data (a rule that rewrites a weight in
+    place replaces the tensor object)."""
+    return tuple(x for v in node.inputs for x in ((id(v), id(v.const)) if v is not None else (0, 0)))
+
+
 class Provenance:
     """For every node of a model, the original nodes it comes from, kept through each step.
 
@@ -236,13 +250,16 @@ class Provenance:
         #: labels of the steps recorded, in order
         self.steps: list[str] = []
         for node in _nodes(model):
-            self.origins[node] = (node.name,)
-            self.original.setdefault(node.name, node.op)
+            self.origins[node] = (node_key(node),)
+            self.original.setdefault(node_key(node), node.op)
         self._before: set[Node] = set()
         self._order: list[Node] = []
         self._producers: dict[Node, list[Node]] = {}
         self._new: dict[Node, str] = {}  # node made by the engine in this step -> rule
         self._gone: dict[Node, tuple[str, list[str]]] = {}  # removed by the engine -> (rule, into)
+        #: bypass targets of this step: (node read instead, origins of the match, rule)
+        self._bypassed: list[tuple[Node, tuple[str, ...], str]] = []
+        self._signatures: dict[Node, tuple[int, ...]] = {}
 
     # -- one step ---------------------------------------------------------------
     def begin(self, model: Model) -> None:
@@ -252,10 +269,12 @@ class Provenance:
         # the edges as they were: a node a step removes loses them (coarse records group by them)
         self._producers = {node: [v.producer for v in node.inputs if v is not None and v.producer is not None]
                            for node in nodes}
+        self._bypassed = []
+        self._signatures = {node: _signature(node) for node in nodes}
         for node in self._before:  # nodes added between steps (by hand, by a loader) are their own origin
             if node not in self.origins:
-                self.origins[node] = (node.name,)
-                self.original.setdefault(node.name, node.op)
+                self.origins[node] = (node_key(node),)
+                self.original.setdefault(node_key(node), node.op)
         self._new = {}
         self._gone = {}
 
@@ -265,6 +284,26 @@ class Provenance:
         sources = list(dict.fromkeys([*rw.matched, *swept_nodes]))
         carried = tuple(dict.fromkeys(name for n in sources for name in self.origins.get(n, ())))
         into_nodes = list(rw.new) or list(rw.kept)
+        # a node outside the match that the rewrite now feeds with what it made and whose output
+        # replaces the match (Conv <- BatchNormalization folded into its new weights) absorbs it
+        fed = set(rw.initializers).union(v for n in rw.new for v in n.outputs)
+        matched = set(rw.matched)
+        absorbing = list(dict.fromkeys(
+            v.producer for v in rw.mapping.values()
+            if v.producer is not None and v.producer not in matched and v.producer not in rw.new
+            and any(i in fed for i in v.producer.inputs)
+        )) if fed else []
+        for node in absorbing:
+            self.origins[node] = tuple(dict.fromkeys([*self.origins.get(node, ()), *carried]))
+            self._new[node] = rw.rule
+        if absorbing and not rw.kept:
+            into_nodes = absorbing
+        if not rw.new and not rw.kept and not absorbing:
+            # a bypass: the node now read instead absorbs the match if the rule changed its inputs
+            # in place (checked when the step ends), else the match was removed (an Identity...)
+            for v in rw.mapping.values():
+                if v.producer is not None and v.producer not in matched:
+                    self._bypassed.append((v.producer, carried, rw.rule))
         if rw.new:
             for node in rw.new:
                 self.origins[node] = carried
@@ -273,7 +312,7 @@ class Provenance:
             for node in rw.kept:
                 self.origins[node] = tuple(dict.fromkeys([*self.origins.get(node, ()), *carried]))
                 self._new[node] = rw.rule
-        into = [n.name for n in into_nodes] + [v.name for v in rw.initializers]
+        into = [node_key(n) for n in into_nodes] + [v.name for v in rw.initializers]
         if not into:  # a bypass or an elimination: the values now read instead
             into = list(dict.fromkeys(v.name for v in rw.mapping.values()))
         for node in [*rw.removed, *swept_nodes]:
@@ -285,6 +324,10 @@ class Provenance:
         vanished = [n for n in self._order if n not in after_set]
         appeared = [n for n in after if n not in self._before]
         self.steps.append(label)
+        for target, carried, rule in self._bypassed:
+            if target in after_set and target in self._before and self._inputs_changed(target):
+                self.origins[target] = tuple(dict.fromkeys([*self.origins.get(target, ()), *carried]))
+                self._new[target] = rule
         for node, rule in self._new.items():
             if node in after_set:
                 self.made[node] = (label, rule, False)
@@ -309,17 +352,23 @@ class Provenance:
         self._before = set()
         self._order = []
         self._producers = {}
+        self._signatures = {}
+        self._bypassed = []
         self._new = {}
         self._gone = {}
 
+    def _inputs_changed(self, node: Node) -> bool:
+        """Whether the step gave ``node`` other inputs or other constant data in its inputs."""
+        return self._signatures.get(node) != _signature(node)
+
     def _coarse(self, label: str, gone: list[Node], new: list[Node]) -> list[Node]:
         """Record what a step did outside the engine; returns the new nodes that replace nothing."""
-        by_name = {n.name: n for n in gone}
+        by_name = {node_key(n): n for n in gone}
         by_output = {n.outputs[0].name: n for n in gone if n.outputs}
         twins: dict[Node, list[Node]] = {}  # vanished node -> the appeared nodes standing for it
         rest_new = []
         for node in new:
-            twin = by_name.get(node.name) or (by_output.get(node.outputs[0].name) if node.outputs else None)
+            twin = by_name.get(node_key(node)) or (by_output.get(node.outputs[0].name) if node.outputs else None)
             if twin is not None:
                 twins.setdefault(twin, []).append(node)
             else:
@@ -352,14 +401,14 @@ class Provenance:
                 self.origins[node] = carried
                 self.made[node] = (label, None, True)
             for g in group:
-                self._gone[g] = ("", [n.name for n in heirs])
+                self._gone[g] = ("", [node_key(n) for n in heirs])
         if rest_new and unmatched:
             carried = tuple(dict.fromkeys(name for n in unmatched for name in self.origins.get(n, ())))
             for node in rest_new:
                 self.origins[node] = carried
                 self.made[node] = (label, None, True)
             for node in unmatched:
-                self._gone[node] = ("", [n.name for n in rest_new])
+                self._gone[node] = ("", [node_key(n) for n in rest_new])
             rest_new = []
         return rest_new
 
@@ -374,12 +423,12 @@ class Provenance:
             origins = self.origins.get(node, ())
             alive.update(origins)
             made = self.made.get(node)
-            if origins == (node.name,) and made is None:
+            if origins == (node_key(node),) and made is None:
                 continue
             entry: dict[str, Any] = {"op": node.op, "from": list(origins)}
             if made is not None:
                 entry["step"], entry["rule"], entry["coarse"] = made[0], made[1], made[2]
-            nodes[node.name] = entry
+            nodes[node_key(node)] = entry
         removed = {name: {"op": self.original.get(name, ""), **fate}
                    for name, fate in self.fates.items() if name not in alive}
         return {"graphwright_provenance": PROVENANCE_VERSION, "steps": list(self.steps),

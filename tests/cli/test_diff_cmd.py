@@ -1,0 +1,182 @@
+"""``graphwright diff`` as a user runs it: JSON and tables, exact with a sidecar and by structure
+without, per-output errors checked against onnxruntime run here, bad input, progress on a TTY only."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from tensorboard.compat.proto import graph_pb2
+
+from graphwright import formats
+from graphwright.cli.main import main
+from graphwright.diff import write_provenance
+from graphwright.simplify import simplify
+from graphwright.transforms import run_pipeline
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def tf_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("diff_tf") / "deploy.pb"
+    m = formats.load(EXAMPLES / "small_cnn.pb")
+    run_pipeline(m, "optimize_for_deployment fuse_remapper", outputs=["Identity"])
+    formats.save(m, out)
+    write_provenance(m, out)
+    return EXAMPLES / "small_cnn.pb", out
+
+
+@pytest.fixture(scope="module")
+def onnx_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("diff_onnx") / "sim.onnx"
+    m, _ = simplify(EXAMPLES / "small_cnn.onnx")
+    formats.save(m, out)
+    write_provenance(m, out)
+    return EXAMPLES / "small_cnn.onnx", out
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["diff", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _ops(path: Path) -> list[str]:
+    gd = graph_pb2.GraphDef()
+    gd.ParseFromString(path.read_bytes())
+    return [n.op for n in gd.node]
+
+
+def test_json_with_the_sidecar_is_exact(tf_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tf_pair
+    data = _json(capsys, str(a), str(b))
+    ops_a, ops_b = _ops(a), _ops(b)
+    assert data["a"]["nodes"] == len(ops_a) and data["b"]["nodes"] == len(ops_b)
+    assert data["a"]["file_bytes"] == a.stat().st_size and data["b"]["file_bytes"] == b.stat().st_size
+    assert data["matched_by"] == "provenance" and data["provenance"].endswith("deploy.pb.provenance.json")
+    deltas = {d["op"]: (d["a"], d["b"]) for d in data["op_deltas"]}
+    assert deltas["_FusedConv2D"] == (0, ops_b.count("_FusedConv2D")) == (0, 3)
+    assert deltas["Identity"] == (ops_a.count("Identity"), ops_b.count("Identity"))
+    fused = [c for c in data["changes"] if c["kind"] == "fused"]
+    assert len(fused) == data["counts"]["fused"] == 5 and all(c["exact"] for c in fused)
+    assert {op for c in fused for op in c["ops_after"] if op != "Const"} == {
+        "_FusedConv2D", "_FusedDepthwiseConv2dNative", "_FusedMatMul"}
+    conv = next(c for c in fused if "small_cnn_1/relu0_1/Relu" in c["after"])
+    assert {"Conv2D", "BiasAdd", "Relu", "Rsqrt"} <= set(conv["ops_before"])
+    assert conv["step"] == "fold_batch_norms > fuse_remapper"
+    removed = [c for c in data["changes"] if c["kind"] == "removed"]
+    assert sum(c["ops_before"].count("Identity") for c in removed) == ops_a.count("Identity") - ops_b.count("Identity")
+
+
+def test_without_a_sidecar_changes_are_matched_by_structure_and_said_so(
+        onnx_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = onnx_pair
+    exact = _json(capsys, str(a), str(b))
+    guessed = _json(capsys, str(a), str(b), "--no-provenance")
+    assert exact["matched_by"] == "provenance" and guessed["matched_by"] == "structure"
+    assert any("not exact" in n for n in guessed["notes"])
+    bn = [n.name for n in onnx.load(str(a)).graph.node if n.op_type == "BatchNormalization"]
+    # with the sidecar each batch norm is folded into its convolution; by structure only removed
+    assert exact["counts"] == {"fused": len(bn)}
+    assert sorted(n for c in exact["changes"] for n in c["before"] if n in bn) == sorted(bn)
+    assert all(c["ops_before"] == ["Conv", "BatchNormalization"] and c["ops_after"] == ["Conv"]
+               for c in exact["changes"])
+    assert guessed["counts"] == {"removed": len(bn)}
+    assert sorted(c["before"][0] for c in guessed["changes"]) == sorted(bn)
+
+
+def test_per_output_errors_match_onnxruntime(onnx_pair: tuple[Path, Path], tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = onnx_pair
+    x = np.random.default_rng(11).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    name = onnx.load(str(a)).graph.input[0].name
+    data = _json(capsys, str(a), str(b), "--input", f"{name}={tmp_path / 'x.npy'}")
+    ya = ort.InferenceSession(str(a), providers=["CPUExecutionProvider"]).run(None, {name: x})[0]
+    yb = ort.InferenceSession(str(b), providers=["CPUExecutionProvider"]).run(None, {name: x})[0]
+    err = np.abs(ya.astype(np.float64) - yb.astype(np.float64))
+    (out,) = data["outputs"]["outputs"]
+    assert out["max_abs_error"] == pytest.approx(float(err.max()), rel=1e-6, abs=1e-12)
+    (hist,) = data["outputs"]["histograms"]
+    assert hist["zero"] == int((err == 0).sum())
+    assert hist["zero"] + sum(hist["counts"]) == err.size
+    decade = int(np.floor(np.log10(err.max()))) if err.max() > 0 else None
+    if decade is not None:
+        assert hist["counts"][decade - hist["edges"][0]] >= 1
+
+
+def test_table_output(tf_pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tf_pair
+    assert main(["diff", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "changes: 5 fused, 26 removed — exact" in out
+    assert "fused 2 nodes (MatMul, BiasAdd) into 1 _FusedMatMul" in out
+    assert "_FusedConv2D 0->3" in out
+
+
+@pytest.mark.parametrize("case", ["formats", "missing", "sidecar", "report_over_model"])
+def test_bad_input_is_one_line_and_exit_2(case: str, onnx_pair: tuple[Path, Path], tf_pair: tuple[Path, Path],
+                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = onnx_pair
+    before = b.read_bytes()
+    argv = {
+        "formats": [str(a), str(tf_pair[1])],
+        "missing": [str(a), str(tmp_path / "nope.onnx")],
+        "sidecar": [str(a), str(b), "--provenance", str(tmp_path / "bad.json")],
+        "report_over_model": [str(a), str(b), "--html", str(b)],
+    }[case]
+    (tmp_path / "bad.json").write_text("{broken")
+    assert main(["diff", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("graphwright: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert b.read_bytes() == before
+
+
+def _run_in_pty(argv: list[str], cwd: Path) -> str:
+    """Run the CLI with stdout/stderr on a pseudo-terminal; everything it wrote."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "120", "TERM": "xterm-256color"}
+    env.pop("CI", None)
+    proc = subprocess.Popen([sys.executable, "-m", "graphwright.cli.main", *argv], stdin=subprocess.DEVNULL,
+                            stdout=follower, stderr=follower, cwd=cwd, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([leader], [], [], 120)
+        if not ready:
+            proc.kill()
+            break
+        try:
+            data = os.read(leader, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=120)
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_progress_bar_on_a_terminal_and_silence_in_a_pipe(onnx_pair: tuple[Path, Path], tmp_path: Path) -> None:
+    a, b = onnx_pair
+    argv = ["diff", str(a), str(b), "--seed", "1"]
+    shown = _run_in_pty(argv, tmp_path)
+    assert "diff: running model" in shown and "eta" in shown
+    assert "\x1b[" in shown  # drawn with terminal control sequences
+    piped = subprocess.run([sys.executable, "-m", "graphwright.cli.main", *argv], capture_output=True,
+                           text=True, cwd=tmp_path, timeout=120)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+    assert "running model" not in piped.stdout and "\x1b[" not in piped.stdout
+    quiet = _run_in_pty([*argv, "--quiet"], tmp_path)
+    assert "running model" not in quiet and quiet.strip() == ""
