@@ -12,7 +12,12 @@ C++ (``TransformGraphWithStringInputs``); the whole-process time runs our CLI ag
 Python that imports TensorFlow and calls the original tool.  Reported per graph: node count before/after, batch-norm arithmetic nodes left (Rsqrt,
 Sub, Mul/Add/AddV2 with a constant operand), max relative error against the unmodified graph
 (TensorFlow v1 Session, seeded input) over the outputs and the features before global pooling, best-of-N in-process time, and ours/theirs ratios.
-A last column shows ``fuse_remapper`` applied after our pipeline (fused ops; error).
+A last column shows ``fuse_remapper`` (target=onednn) applied after our pipeline: fused ops, error,
+nodes against Grappler's remapper on the same graph (CPU-placed, only the remapper on, oneDNN on,
+in a child process), and TF latency (best of ``--latency-repeat`` single runs, one intra/inter-op
+thread, in one oneDNN child process) of our fused graph with Grappler off against the graph before
+fusion with Grappler on (the remapper then fuses at session start).  ``--all-apps`` adds the four
+other Keras applications (MobileNetV3-Small, EfficientNetB0, DenseNet121, Xception).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from benchmarks._common import best, whole_process_ratio
 from graphwright.ir import Model, constant_value
 
 KINDS = ("mobilenet_v2", "resnet50", "inception_v3")
+MORE_KINDS = ("mobilenet_v3_small", "efficientnet_b0", "densenet121", "xception")
 PREFIX = "strip_unused_nodes remove_nodes(op=Identity, op=CheckNumerics) fold_constants(ignore_errors=true)"
 BN_STEPS = "fold_batch_norms fold_old_batch_norms"
 
@@ -62,11 +68,27 @@ def _rel_err(tf_oracle: Any, ref: list[np.ndarray], data: bytes, feeds: dict[str
     return max(float(np.abs(a - b).max() / max(np.abs(a).max(), 1e-12)) for a, b in zip(ref, got))
 
 
-def bench(kind: str, repeat: int, tmp: Path) -> dict[str, Any]:
+def remapper_vs_grappler(deployed: bytes, fused: bytes, feeds: dict[str, np.ndarray], outputs: list[str],
+                         latency_repeat: int) -> dict[str, Any]:
+    """Grappler's remapper count on ``deployed`` and the latency of both graphs, in one oneDNN child process."""
+    from graphwright.runtime.tensorflow import in_tf_process
     from tests import tf_oracle
-    from tests.models import keras_graphdef
 
-    info = keras_graphdef(kind)
+    grappler, t_fused, t_deployed = in_tf_process("batch", [
+        ("grappler_optimize", (deployed, outputs), {}),
+        ("time_graphdef", (fused, feeds, outputs), {"grappler": False, "threads": 1, "repeat": latency_repeat}),
+        ("time_graphdef", (deployed, feeds, outputs), {"grappler": True, "threads": 1, "repeat": latency_repeat}),
+    ], onednn=True)
+    return {"grappler_nodes": sum(tf_oracle.op_histogram(grappler).values()),
+            "latency_ms_fused_grappler_off": t_fused * 1e3, "latency_ms_original_grappler_on": t_deployed * 1e3,
+            "latency_ratio": t_fused / t_deployed}
+
+
+def bench(kind: str, repeat: int, tmp: Path, latency_repeat: int = 20) -> dict[str, Any]:
+    from tests import tf_oracle
+    from tests.transforms.fuse.test_fuse_remapper_tf_keras import keras_app
+
+    info = keras_app(kind)
     original = info.path.read_bytes()
     inputs, outputs = list(info.inputs), list(info.outputs)
     feeds = {k: np.random.default_rng(0).standard_normal(s).astype(np.float32) for k, s in info.inputs.items()}
@@ -105,7 +127,8 @@ def bench(kind: str, repeat: int, tmp: Path) -> dict[str, Any]:
         "time_ratio_ours_over_theirs": t_ours / t_theirs if t_theirs else float("inf"),
         "process_seconds": {"ours": p_ours, "theirs": p_theirs, "ratio": p_ours / p_theirs},
         "fuse_remapper": {"nodes": len(fused.graph), "fused": fuse_report.steps[0].stats.get("fused", 0),
-                          "max_rel_err": _rel_err(tf_oracle, ref, fused_bytes, feeds, fetches)},
+                          "max_rel_err": _rel_err(tf_oracle, ref, fused_bytes, feeds, fetches),
+                          **remapper_vs_grappler(ours_bytes, fused_bytes, feeds, outputs, latency_repeat)},
     }
 
 
@@ -113,11 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--latency-repeat", type=int, default=20)
+    parser.add_argument("--all-apps", action="store_true", help="also the four other Keras applications")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in KINDS:
-            row = bench(kind, args.repeat, Path(tmp))
+        for kind in KINDS + (MORE_KINDS if args.all_apps else ()):
+            row = bench(kind, args.repeat, Path(tmp), args.latency_repeat)
             rows.append(row)
             o, t, f = row["ours"], row["theirs"], row["fuse_remapper"]
             print(f"{kind:13s} nodes {row['nodes_start']:5d} -> ours {o['nodes']:5d} / theirs {t['nodes']:5d} | "
@@ -125,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"err ours {o['max_rel_err']:.1e} theirs {t['max_rel_err']:.1e} | "
                   f"time ours {o['seconds'] * 1e3:7.1f} ms theirs {t['seconds'] * 1e3:7.1f} ms "
                   f"(x{row['time_ratio_ours_over_theirs']:.2f}), whole process x{row['process_seconds']['ratio']:.2f} | +fuse_remapper {f['nodes']} nodes, "
-                  f"{f['fused']} fused, err {f['max_rel_err']:.1e}")
+                  f"{f['fused']} fused, err {f['max_rel_err']:.1e} | Grappler remapper {f['grappler_nodes']} nodes | "
+                  f"latency fused/Grappler-off {f['latency_ms_fused_grappler_off']:.2f} ms vs original/Grappler-on "
+                  f"{f['latency_ms_original_grappler_on']:.2f} ms (x{f['latency_ratio']:.2f})")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows}, indent=2))
     return 0
