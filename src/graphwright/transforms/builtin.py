@@ -30,6 +30,7 @@ from .fold import (  # noqa: F401
 )
 from .fuse import (  # noqa: F401
     flatten_atrous_conv_tf,
+    fuse_attention_onnx,
     fuse_bn_into_conv_onnx,
     fuse_composite_functions_tf,
     fuse_consecutive_reshapes_onnx,

@@ -6,9 +6,11 @@ inputs without ONNX broadcasting: they need equal shapes, or a skip of shape ``(
 after a dynamic export, shape inference often names the same runtime dim twice
 (``batch`` and ``unk__3``) — the fusion asks this probe: the model, with the summands made
 extra outputs, runs on onnxruntime twice, with every dynamic input dim set to a different
-small size each time (by axis: axis 0, the batch, gets 2 then 3; axis 1, the sequence, 5 then 7;
-axis ``i`` > 1 gets ``4 + i`` then ``6 + i`` — by axis rather than by name, because exporters
-name one runtime dim differently on different inputs), integer inputs
+small size each time, chosen by axis: axis 0, the batch, gets 2 then 3; axis 1, the sequence,
+5 then 7; axis ``i`` > 1 gets ``4 + i`` then ``6 + i``.  A named dim takes the size of the axis
+where it first appears, in input order (a mask's ``(batch, 1, seq, seq)`` follows the ids'
+``(batch, seq)``); by axis rather than by name because exporters name one runtime dim
+differently on different inputs (the dynamo exporter's ``s21`` and ``s6`` for one batch).  Integer inputs
 all zeros (a valid index into any table, so token ids and type ids cannot go out of range),
 float inputs seeded normal.  A fusion is allowed when the shapes agree in both runs.
 
@@ -75,17 +77,22 @@ class ShapeProbe:
         inside = {id(v) for node in graph for v in node.outputs}
         candidates = list(dict.fromkeys(self._candidates()))
         inputs = {v.name: v for v in candidates if v.is_graph_input and not v.is_initializer}
-        wanted = [v for v in candidates if id(v) in inside and not v.is_graph_output and v.dtype is not None]
+        wanted = [v for v in candidates if id(v) in inside and (v.is_graph_output or v.dtype is not None)]
         if not wanted and not inputs:
             return {}
         original = graph.outputs
         names = [v.name for v in wanted]
-        graph.set_outputs([*original, *wanted])
+        graph.set_outputs([*original, *(v for v in wanted if not v.is_graph_output)])
         try:
             source = ModelSource.from_model(self.model)
         finally:
             graph.set_outputs(original)
         specs = input_specs(self.model)
+        first_axis: dict[str, int] = {}
+        for spec in specs:
+            for axis, dim in enumerate(spec.shape or ()):
+                if isinstance(dim, str):
+                    first_axis.setdefault(dim, axis)
         found: dict[Value, list[Shape]] = {v: [] for v in [*wanted, *inputs.values()]}
         for size in PROBE_SIZES:
             feeds: dict[str, np.ndarray] = {}
@@ -93,7 +100,8 @@ class ShapeProbe:
                 if spec.shape is None:
                     self.error = f"input {spec.name!r} has no known rank, so it can't be fed for the shape probe"
                     return {}
-                shape = [d if isinstance(d, int) else size(axis) for axis, d in enumerate(spec.shape)]
+                shape = [d if isinstance(d, int) else size(first_axis.get(d, axis) if isinstance(d, str) else axis)
+                         for axis, d in enumerate(spec.shape)]
                 np_type = spec.dtype.numpy
                 if np_type is None:
                     self.error = f"input {spec.name!r} of type {spec.dtype.value} can't be fed for the shape probe"

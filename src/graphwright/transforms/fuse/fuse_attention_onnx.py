@@ -1,0 +1,201 @@
+"""fuse_attention: a transformer's self-attention written out op by op becomes onnxruntime's ``Attention``.
+
+Before (BERT, ViT, and every encoder exported with eager attention; ``x`` is (B, S, H_in))::
+
+    q = Transpose(Reshape(x·Wq + bq, (B, S, N, d)), perm=[0, 2, 1, 3])
+    kᵀ = Transpose(Reshape(x·Wk + bk, (B, S, N, d)), perm=[0, 2, 3, 1])
+    v = Transpose(Reshape(x·Wv + bv, (B, S, N, d)), perm=[0, 2, 1, 3])
+    p = Softmax(MatMul(q, kᵀ) / c   [+ M])            (or · c)
+    y = Reshape(Transpose(MatMul(p, v), perm=[0, 2, 1, 3]), (B, S, N·d))
+
+After (``target="onnxruntime"``)::
+
+    y = com.microsoft::Attention(x, [Wq | Wk | Wv], [bq | bk | bv], , , M; num_heads = N, scale = 1/c)
+
+The maths: ``Attention`` projects ``x`` with the packed weights (one matrix product instead
+of three), splits heads, and computes ``softmax(scale · q·kᵀ + M)·v`` per head, exactly the
+chain above; ``M`` (the additive mask the exporter built, e.g. ``(1 - mask) · min``) goes in
+the ``attention_bias`` slot, which onnxruntime adds before the softmax.
+
+The reshapes are checked on the running model, since dynamic exports compute their targets
+from ``Shape``: the shape probe (``_shape_probe_onnx``) runs the model at two sizes of every
+dynamic dim and the fusion needs, at both, ``x`` of rank 3, each head split to take (B, S, H)
+to (B, S, N, d) with ``N·d = H`` (the same leading dims, so the split is of the last axis
+only), the merge to take (B, S, N, d) back to (B, S, H), and ``M`` of shape (B or 1, N or 1,
+S, S) — the shapes ``attention_bias`` accepts.
+
+Refused, with the reason in the report's notes: ``target="standard"`` (no such standard op
+below opset 23); weights not 2-D float32 constants of one shape, biases not vectors of their
+width; a head split or merge other than the above, or ``N``/``d`` differing between q, k and
+v; a Softmax over another axis; a scale that is not a positive one-element constant; a mask
+of another shape; an intermediate read outside the pattern or being a graph output; a model
+the shape probe cannot run (its reason).  Cross-attention (k, v from another tensor), causal
+masks written with ``Where`` (GPT-2) and T5's unscaled attention with a position bias are
+left alone: they don't match.
+
+Cost: one sweep, O(N), plus the shape probe's two onnxruntime runs when a candidate exists;
+O(H_in·H) per fusion to pack the weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir import Attr, Model, Node, Value
+from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip, why_not_closed
+from ..context import TransformContext
+from ..registry import TransformResult, transform
+from ..rules import apply_rules, result_of
+from ._common_onnx import MS_DOMAIN, ONNXRUNTIME, STANDARD, check_target, new_node, require_ms_domain, scalar, std_op
+from ._shape_probe_onnx import ShapeProbe
+
+__all__ = ["fuse_attention"]
+
+_HEADS_FIRST = [0, 2, 1, 3]
+_KEY_TRANSPOSED = [0, 2, 3, 1]
+
+
+def _perm(expected: list[int]):
+    return lambda node: [int(p) for p in (node.attr("perm") or ())] == expected
+
+
+def _projection(t: str) -> Pattern:
+    mm = std_op("MatMul", ANY(name="x"), CONST(name=f"w{t}"), name=f"mm{t}")
+    return std_op("Add", mm, CONST(name=f"b{t}"), commutative=True, name=f"add{t}")
+
+
+def _transpose(inner: Pattern, name: str, perm: list[int]) -> Pattern:
+    return P("Transpose", inner, name=name, domain="", where=_perm(perm))
+
+
+def _attention(masked: bool, divide: bool) -> Pattern:
+    q = _transpose(std_op("Reshape", _projection("q"), ANY(name="shapeq"), name="splitq"), "tq", _HEADS_FIRST)
+    k = _transpose(std_op("Reshape", _projection("k"), ANY(name="shapek"), name="splitk"), "tk", _KEY_TRANSPOSED)
+    v = _transpose(std_op("Reshape", _projection("v"), ANY(name="shapev"), name="splitv"), "tv", _HEADS_FIRST)
+    qk = std_op("MatMul", q, k, name="qk")
+    scaled = (std_op("Div", qk, CONST(name="scale"), name="scaled") if divide
+              else std_op("Mul", qk, CONST(name="scale"), commutative=True, name="scaled"))
+    scores = std_op("Add", scaled, ANY(name="mask"), commutative=True, name="masked") if masked else scaled
+    probs = P("Softmax", scores, name="softmax", domain="")
+    context = std_op("MatMul", probs, v, name="context")
+    merged = _transpose(context, "tctx", _HEADS_FIRST)
+    return std_op("Reshape", merged, ANY(name="shapeout"), name="merge")
+
+
+_ALL_PATTERNS = [(f"attention{'_masked' if masked else ''}_{'div' if divide else 'mul'}", _attention(masked, divide))
+                 for masked in (True, False) for divide in (True, False)]
+
+
+def _candidates(model: Model) -> list[Value]:
+    """Values whose runtime shapes the rules read: every Reshape's input and output, every MatMul's
+    first input, every Softmax input's summands."""
+    out: list[Value] = []
+    for node in model.graph:
+        if node.op == "Reshape" and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0] is not None:
+            out += [node.inputs[0], node.output]
+        elif node.op == "MatMul" and node.inputs and node.inputs[0] is not None:  # a projection's input
+            out.append(node.inputs[0])
+        elif node.op == "Softmax" and node.inputs and node.inputs[0] is not None:
+            add = node.inputs[0].producer
+            if add is not None and add.op == "Add":
+                out += [v for v in add.inputs if v is not None]
+    return out
+
+
+def _node(m: Match, name: str) -> Node:
+    node = m[name].node
+    assert node is not None
+    return node
+
+
+def _rule(model: Model, probe: ShapeProbe):
+    def rule(m: Match) -> Replacement | Skip:
+        """Check weights, scale, head split/merge and mask shapes; emit com.microsoft::Attention."""
+        reason = why_not_closed(m)
+        if reason:
+            return m.skip(reason)
+        weights = [np.asarray(m.array(f"w{t}")) for t in "qkv"]
+        biases = [np.asarray(m.array(f"b{t}")) for t in "qkv"]
+        if any(w.dtype != np.float32 or w.ndim != 2 or w.shape != weights[0].shape for w in weights):
+            return m.skip(f"the projections are not 2-D float32 constants of one shape: {[w.shape for w in weights]}")
+        hidden = weights[0].shape[1]
+        if any(b.dtype != np.float32 or b.shape != (hidden,) for b in biases):
+            return m.skip(f"the biases are not float32 vectors of size {hidden}: {[b.shape for b in biases]}")
+        axis = int(_node(m, "softmax").attr("axis", -1))
+        if axis not in (-1, 3):
+            return m.skip(f"Softmax over axis {axis}, not the last")
+        c = scalar(m["scale"].value)
+        if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
+            return m.skip("the scale is not a positive one-element float32 constant")
+        scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
+        heads, why = _check_shapes(m, probe, hidden)
+        if heads is None:
+            return m.skip(why)
+        root = m.node
+        assert root is not None
+        packed_w = m.constant(np.concatenate(weights, axis=1), name=f"{root.name}_qkv_weight")
+        packed_b = m.constant(np.concatenate(biases), name=f"{root.name}_qkv_bias")
+        mask: Value | None = m["mask"].value if m.get("mask") is not None else None
+        inputs: list[Value | None] = [m["x"].value, packed_w, packed_b]
+        if mask is not None:
+            inputs += [None, None, mask]
+        attrs = {"num_heads": Attr.int(heads), "scale": Attr.float(float(scale))}
+        require_ms_domain(model)
+        return Replacement([new_node("Attention", inputs, root, domain=MS_DOMAIN, attrs=attrs)])
+
+    return rule
+
+
+def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None, str]:
+    """The head count when every reshape and the mask have the shapes Attention computes with."""
+    x: Value = m["x"].value  # type: ignore[assignment]
+    runs = probe.shapes(x)
+    if runs is None:
+        return None, f"the runtime shapes of {x.name!r} are unknown ({probe.error or 'not probed'})"
+    heads: set[tuple[int, int]] = set()
+    for t in "qkv":
+        split = _node(m, f"split{t}")
+        before, after = probe.shapes(split.inputs[0]), probe.shapes(split.output)  # type: ignore[arg-type]
+        if before is None or after is None:
+            return None, f"the runtime shapes around {split.name!r} are unknown ({probe.error or 'not probed'})"
+        for b, a in zip(before, after, strict=True):
+            if len(b) != 3 or len(a) != 4 or a[:2] != b[:2] or a[2] * a[3] != b[2] or b[2] != hidden:
+                return None, f"{split.name!r} takes {b} to {a}, not (B, S, {hidden}) to (B, S, N, d)"
+            heads.add((a[2], a[3]))
+    if len(heads) != 1:
+        return None, f"q, k and v split into different heads: {sorted(heads)}"
+    ((n, d),) = heads
+    merge = m.node
+    assert merge is not None
+    before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
+    if before is None or after is None:
+        return None, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
+    for b, a, xs in zip(before, after, runs, strict=True):
+        if b != (xs[0], xs[1], n, d) or a != (xs[0], xs[1], n * d):
+            return None, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d)"
+    if m.get("mask") is not None:
+        masks = probe.shapes(m["mask"].value)  # type: ignore[arg-type]
+        if masks is None:
+            return None, f"the runtime shape of the mask is unknown ({probe.error or 'not probed'})"
+        for shape, xs in zip(masks, runs, strict=True):
+            if len(shape) != 4 or shape[0] not in (1, xs[0]) or shape[1] not in (1, n) or shape[2:] != (xs[1], xs[1]):
+                return None, f"the mask of shape {shape} is not (B or 1, N or 1, S, S) for x of shape {xs}"
+    return n, ""
+
+
+@transform("fuse_attention", dialects={"onnx"})
+def fuse_attention(model: Model, ctx: TransformContext, *, target: str = STANDARD) -> TransformResult:
+    """Fuse written-out multi-head self-attention into onnxruntime's com.microsoft::Attention."""
+    check_target("fuse_attention", target)
+    if target != ONNXRUNTIME:
+        return TransformResult(False, {"fused": 0}, [
+            "fuse_attention: emits onnxruntime's com.microsoft::Attention; pass target=onnxruntime"])
+    probe = ShapeProbe(model, lambda: _candidates(model))
+    needed = any(node.op == "Softmax" for node in model.graph)
+    probe.measure_if(needed)  # before the sweep rewrites anything
+    rules = RuleSet(name="fuse_attention")
+    rule = _rule(model, probe)
+    for name, pattern in _ALL_PATTERNS:
+        rules.add(pattern, rule, name=name)
+    report = apply_rules(model, [rules])
+    return result_of(report, stats={**report.by_rule, "fused": report.applied})
