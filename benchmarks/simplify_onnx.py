@@ -182,6 +182,22 @@ def run_tool(tool: str, src: Path, dst: Path) -> dict[str, object]:
     return {"error": tail[0][:300]}
 
 
+def count_nodes(path: Path) -> tuple[int, int]:
+    """(top-level nodes, nodes including every If/Loop/Scan body) of the ONNX file: every tool counted alike."""
+    import onnx
+
+    def total(graph: object) -> int:
+        count = 0
+        for node in graph.node:  # type: ignore[attr-defined]
+            count += 1
+            for attr in node.attribute:
+                count += sum(total(g) for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs))
+        return count
+
+    proto = onnx.load(str(path), load_external_data=False)
+    return len(proto.graph.node), total(proto.graph)
+
+
 def _installed(tool: str) -> str | None:
     import importlib.metadata
 
@@ -459,14 +475,12 @@ def _ort_latency(path: Path, meta: dict[str, object], runs: int) -> dict[str, fl
 
 def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 10) -> dict[str, object]:
     """One corpus model through every tool: nodes, time, memory, outputs at every setting, idempotence, latency."""
-    import onnx
-
     corpus = _corpus()
     info = corpus.corpus_model(name)  # type: ignore[attr-defined]
     meta = info.metadata
     src = info.path
-    row: dict[str, object] = {"model": name, "nodes_before": len(onnx.load(str(src), load_external_data=False).graph.node),
-                              "file_mb": round(src.stat().st_size / 2**20, 2)}
+    row: dict[str, object] = {"model": name, "file_mb": round(src.stat().st_size / 2**20, 2)}
+    row["nodes_before"], row["nodes_all_before"] = count_nodes(src)
     settings = _settings(meta)
     references = [_session(src, False).run(None, f) for f in settings]  # type: ignore[attr-defined]
     if latency:
@@ -479,6 +493,7 @@ def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: i
             dst = Path(tmp) / f"{tool}.onnx"
             result = run_tool(tool, src, dst)
             if "error" not in result and dst.exists():
+                result["nodes"], result["nodes_all"] = count_nodes(dst)
                 worst = 0.0
                 ok = True
                 try:
@@ -491,15 +506,15 @@ def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: i
                 if tool == "graphwright":  # idempotence: simplifying the output again changes nothing
                     again = run_tool(tool, dst, Path(tmp) / "again.onnx")
                     result["nodes_again"] = again.get("nodes")
-                    result["idempotent"] = again.get("nodes") == result["nodes"] and \
+                    result["idempotent"] = "error" not in again and \
                         (Path(tmp) / "again.onnx").read_bytes() == dst.read_bytes()
                 if latency and ok:
                     result["latency_ms"] = _ort_latency(dst, meta, runs)
             row[tool] = result
-    peers = {t: r["nodes"] for t in tools[1:] if isinstance(r := row.get(t), dict) and r.get("matches")}
+    peers = {t: (r["nodes"], r["nodes_all"]) for t in tools[1:] if isinstance(r := row.get(t), dict) and r.get("matches")}
     if peers:
         best = min(peers, key=lambda t: peers[t])
-        row["best_peer"], row["best_peer_nodes"] = best, peers[best]
+        row["best_peer"], (row["best_peer_nodes"], row["best_peer_nodes_all"]) = best, peers[best]
     return row
 
 
@@ -507,13 +522,13 @@ def corpus_main(args: argparse.Namespace, tools: tuple[str, ...]) -> int:
     import fnmatch
 
     corpus = _corpus()
-    names = [n for n in corpus.NAMES if not args.models_glob or any(  # type: ignore[attr-defined]
-        fnmatch.fnmatch(n, g) for g in args.models_glob.split(","))]
+    globs = [g for g in args.models_glob.split(",") if g] or ["*"]  # run in the order of the patterns
+    names = list(dict.fromkeys(n for g in globs for n in corpus.NAMES if fnmatch.fnmatch(n, g)))  # type: ignore[attr-defined]
     versions = {tool: _installed(tool) for tool in tools}
     rows = []
     for name in names:
         try:
-            row = bench_corpus_model(name, tools, not args.no_latency)
+            row = bench_corpus_model(name, tools, not args.no_latency, args.latency_runs)
         except Exception as exc:  # a model that cannot be built is a fact of the table
             row = {"model": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
         rows.append(row)
@@ -539,11 +554,65 @@ def write_peers_json(rows: list[dict[str, object]], path: Path, versions: dict[s
             r = row.get(tool)
             if isinstance(r, dict):
                 peers[tool] = r["nodes"] if r.get("matches") else ("error" if "error" in r else "mismatch")
+        ours = row.get("graphwright") or {}
         models[row["model"]] = {"nodes_before": row["nodes_before"], "best_peer": row.get("best_peer"),
-                                "best_peer_nodes": row.get("best_peer_nodes"), "peers": peers,
-                                "graphwright": (row.get("graphwright") or {}).get("nodes")}  # type: ignore[union-attr]
+                                "best_peer_nodes": row.get("best_peer_nodes"),
+                                "best_peer_nodes_all": row.get("best_peer_nodes_all"), "peers": peers,
+                                "graphwright": ours.get("nodes"), "graphwright_all": ours.get("nodes_all")}  # type: ignore[union-attr]
     path.write_text(json.dumps({"command": "python benchmarks/simplify_onnx.py --corpus --peers-json " + str(path),
                                 "versions": versions, "models": dict(sorted(models.items()))}, indent=1) + "\n")
+
+
+def corpus_markdown(rows: list[dict[str, object]], tools: tuple[str, ...] = TOOLS) -> str:
+    """The corpus results as three Markdown tables: nodes, time and memory, onnxruntime latency."""
+
+    def nodes(r: object) -> str:
+        if not isinstance(r, dict) or "error" in r:
+            return "error"
+        text = f"{r['nodes']}" + (f" ({r['nodes_all']})" if r.get("nodes_all", r["nodes"]) != r["nodes"] else "")
+        return text if r.get("matches") else f"{text} ✗"
+
+    def verdict(row: dict[str, object]) -> str:
+        ours = row.get("graphwright")
+        if not isinstance(ours, dict) or "nodes" not in ours or not ours.get("matches"):
+            return "graphwright failed"
+        if row.get("best_peer_nodes") is None:
+            return "no peer matched"
+        mine, best = (ours["nodes"], ours["nodes_all"]), (row["best_peer_nodes"], row["best_peer_nodes_all"])
+        if mine == best:
+            return "tie"
+        return f"fewer (-{best[1] - mine[1]})" if mine[0] <= best[0] and mine[1] <= best[1] \
+            else f"**{row['best_peer']} fewer**"
+
+    ok_rows = [r for r in rows if "error" not in r]
+    out = ["| model | before | " + " | ".join(tools) + " | graphwright vs best peer |",
+           "|---|---:|" + "---:|" * len(tools) + "---|"]
+    for row in ok_rows:
+        before = f"{row['nodes_before']}" + (f" ({row['nodes_all_before']})"
+                                            if row.get("nodes_all_before", row["nodes_before"]) != row["nodes_before"] else "")
+        out.append(f"| {row['model']} | {before} | " + " | ".join(nodes(row.get(t)) for t in tools)
+                   + f" | {verdict(row)} |")
+    out += ["", "| model | MB | " + " | ".join(f"{t} s / MB" for t in tools) + " |", "|---|---:|" + "---:|" * len(tools)]
+    for row in ok_rows:
+        cells = [f"{r['seconds']:.2f} / {r['peak_mb']:.0f}" if isinstance(r := row.get(t), dict) and "seconds" in r
+                 else "-" for t in tools]
+        out.append(f"| {row['model']} | {row['file_mb']} | " + " | ".join(cells) + " |")
+    keys = ("b1_no_opt", "b1_all_opt", f"b{REALISTIC_BATCH}_no_opt", f"b{REALISTIC_BATCH}_all_opt")
+    out += ["", f"onnxruntime ms, batch 1 no-opt / all-opt, batch {REALISTIC_BATCH} no-opt / all-opt:", "",
+            "| model | original | " + " | ".join(tools) + " |", "|---|---:|" + "---:|" * len(tools)]
+
+    def lat(d: object) -> str:
+        if not isinstance(d, dict) or not d:
+            return "-"
+        return " / ".join(f"{d[k]:.2f}" for k in keys if k in d)
+
+    for row in ok_rows:
+        cells = [lat(r.get("latency_ms")) if isinstance(r := row.get(t), dict) else "-" for t in tools]
+        out.append(f"| {row['model']} | {lat(row.get('latency_ms_original'))} | " + " | ".join(cells) + " |")
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        out += ["", "Models that could not be built or run:", ""] + [f"- {r['model']}: {r['error']}" for r in failed]
+    return "\n".join(out) + "\n"
 
 
 def _print_corpus_row(row: dict[str, object], tools: tuple[str, ...]) -> None:
@@ -561,7 +630,8 @@ def _print_corpus_row(row: dict[str, object], tools: tuple[str, ...]) -> None:
         flag = "" if r.get("matches") else " MISMATCH"
         if tool == "graphwright" and not r.get("idempotent", True):
             flag += f" NOT-IDEMPOTENT({r.get('nodes_again')})"
-        print(f"{row['model']:<44} {tool:<13} {row['nodes_before']:>5} -> {r['nodes']:<5} {r['seconds']:>7.2f} "
+        nodes = f"{r['nodes']}" + (f" ({r['nodes_all']})" if r.get("nodes_all", r["nodes"]) != r["nodes"] else "")
+        print(f"{row['model']:<44} {tool:<13} {row['nodes_before']:>5} -> {nodes:<9} {r['seconds']:>7.2f} "
               f"{r['peak_mb']:>7.0f}  {lat_text}{flag}", flush=True)
 
 
@@ -574,7 +644,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--corpus", action="store_true", help="run the export corpus (tests/models/build_onnx_corpus.py)")
     parser.add_argument("--models-glob", default="", help="with --corpus: comma-separated name patterns")
+    parser.add_argument("--latency-runs", type=int, default=10, help="with --corpus: runs per latency median")
     parser.add_argument("--peers-json", help="with --corpus: update the peers' counts the tests compare with")
+    parser.add_argument("--markdown-from", help="print the corpus tables of a saved --corpus --json file and exit")
     args = parser.parse_args(argv)
     if args.peer_suite:
         sys.path.insert(0, str(REPO))
@@ -582,6 +654,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return suite_main(["--json", args.json] if args.json else [])
     tools = tuple(t for t in args.tools.split(",") if t)
+    if args.markdown_from:
+        print(corpus_markdown(json.loads(Path(args.markdown_from).read_text())["rows"], tools), end="")
+        return 0
     if args.corpus:
         return corpus_main(args, tools)
     versions = {tool: _installed(tool) for tool in tools}

@@ -82,17 +82,17 @@ def _register() -> None:
 
 
 def corpus_model(name: str) -> ModelInfo:
-    """The cached export ``name`` (building every missing model of the corpus in one subprocess first)."""
+    """The cached export ``name`` (building it, and up to CHUNK - 1 more missing models, in one subprocess first)."""
     _register()
     if (info := _cache.cached(FAMILY, name)) is not None:
         return info
     _cache._ensure_cache_dir()
     with _cache._locked(_cache.CACHE_DIR / f".{FAMILY}.lock"):
         if (info := _cache.cached(FAMILY, name)) is None:
+            # the model asked for and the next few missing ones: one subprocess's start-up shared
             names = [name, *(n for n in NAMES if n != name and _cache.cached(FAMILY, n) is None)] \
                 if name in NAMES else [name]
-            for start in range(0, len(names), CHUNK):  # what is built is kept, whatever stops the rest
-                build_missing(names[start:start + CHUNK])
+            build_missing(names[:CHUNK])
     info = _cache.cached(FAMILY, name)
     if info is None:
         log = _cache.CACHE_DIR / f"{_cache._stem(FAMILY, name)}.log"
