@@ -282,3 +282,27 @@ def test_lstm_interfaces_that_are_not_keras_standard_cells_are_left_alone_with_t
         got, report = ours(data, "fuse_composite_functions", ["x"], ["out"])
         assert not report.steps[0].changed and "BlockLSTMV2" not in ops(got)
         assert any(reason in n for n in notes(report)), notes(report)
+
+
+def test_keras_lstm_with_weights_fed_at_run_time_concatenates_them_in_the_graph() -> None:
+    """Weights that are not constants (here: the first layer's, turned into placeholders and fed)
+    are concatenated by a ConcatV2 in the fused graph instead of at fusion time."""
+    info = composite_model("lstm")
+    gd = v1.GraphDef()
+    gd.ParseFromString(info.path.read_bytes())
+    fed = {}
+    for node in gd.node:
+        if node.name in ("model/lstm_seq/Read/ReadVariableOp", "model/lstm_seq/Read_1/ReadVariableOp"):
+            fed[node.name] = tf.make_ndarray(node.attr["value"].tensor)
+            shape = node.attr["value"].tensor.tensor_shape
+            node.op = "Placeholder"
+            del node.attr["value"]
+            node.attr["shape"].shape.CopyFrom(shape)
+    assert len(fed) == 2
+    data = gd.SerializeToString()
+    names = [*info.inputs, *fed]
+    got, report = ours(data, "fuse_composite_functions", names, info.outputs)
+    assert report.steps[0].stats["calls_fused"] == 2
+    assert ops(got)["ConcatV2"] == 1 and ops(got)["BlockLSTMV2"] == 2  # one layer's weights joined in the graph
+    feeds = {**info.reference_data()[0], **fed}
+    assert_same_outputs(data, got, feeds, info.outputs, rtol=1e-5, atol=1e-6)

@@ -273,11 +273,17 @@ def _flag(fdef: Any, key: str) -> bool | None:
     return bool(fdef.attr[key].b) if key in fdef.attr else None
 
 
-def _through_identity(value: Value | None) -> Tensor | None:
-    """The constant behind ``value``, looking through Identity nodes (frozen Keras weights)."""
+def _source(value: Value | None) -> Value | None:
+    """``value`` seen through Identity nodes (frozen Keras weights are read through them)."""
     while value is not None and value.producer is not None and value.producer.op == "Identity":
         value = value.producer.inputs[0]
-    return constant_value(value) if value is not None else None
+    return value
+
+
+def _through_identity(value: Value | None) -> Tensor | None:
+    """The constant behind ``value``, looking through Identity nodes."""
+    source = _source(value)
+    return constant_value(source) if source is not None else None
 
 
 def _slice_attrs(dtype: DType) -> dict[str, Attr]:
@@ -312,7 +318,8 @@ def _lstm(call: Node, body: _Body) -> tuple[list[Node], list[Value | None]] | st
     shape = x.shape
     steps = shape[0 if time_major else 1] if shape is not None and len(shape) == 3 else None
     weights = [_through_identity(v) for v in (kernel, recurrent)]
-    rec = weights[1].shape if weights[1] is not None else (recurrent.shape if recurrent is not None else None)
+    source = _source(recurrent)
+    rec = weights[1].shape if weights[1] is not None else (source.shape if source is not None else None)
     units = rec[0] if rec is not None and len(rec) == 2 else None
     if not isinstance(units, int):
         return "the recurrent kernel's shape is not static"
