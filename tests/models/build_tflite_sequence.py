@@ -25,8 +25,9 @@ Models (each ``<model>_<mode>``):
 * ``integer_lstm``: in int8, full-integer UNIDIRECTIONAL_SEQUENCE_LSTMs the converter does not make
   from Keras layers, written with the schema's object API (int16 cell states, five intermediates):
   input gate, peepholes, layer normalization, a projection (3 outputs of 4 cells) with its bias,
-  cell and projection clips; CIFG with layer norm and peepholes, time-major; a projection alone,
-  with a nonzero hidden zero point.
+  cell and projection clips (batch- and time-major); CIFG with layer norm and peepholes,
+  time-major; peepholes and layer norm without projection; a projection alone, with a nonzero
+  hidden zero point; and the one-step LSTM operator with peepholes, layer norm and a projection.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 10
+BUILDER_VERSION = 11
 
 NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float", "integer_lstm_int8")
 
@@ -247,6 +248,25 @@ def _integer_lstm(model_path: Path) -> list[Spec]:
              _options(fb.UnidirectionalSequenceLSTMOptionsT, fusedActivationFunction=4, cellClip=clips[0],
                       projClip=clips[1], timeMajor=time_major))
         m.ops[-1].intermediates = [*gates, hidden]
+    # the one-step LSTM operator, full-integer with peepholes, layer norm and a projection
+    step = m.input(Spec((BATCH, depth), "int8"), "x_step", scale=[1 / 40], zero_point=[1])
+    operands = [-1] * 24
+    operands[0] = step
+    for g in range(4):
+        operands[1 + g] = ints(f"step_w{g}", (cells, depth), np.int8, -127, 128, 0.014 + 0.002 * g)
+        operands[5 + g] = ints(f"step_r{g}", (cells, 3), np.int8, -127, 128, 0.016 + 0.001 * g)
+        operands[12 + g] = ints(f"step_b{g}", (cells,), np.int32, -3000, 3000, 2e-5)
+        operands[20 + g] = ints(f"step_ln{g}", (cells,), np.int16, 4000, 30000, 7e-5 + 1e-5 * g)
+    for k in range(3):
+        operands[9 + k] = ints(f"step_p{k}", (cells,), np.int16, -6000, 6000, 1.2e-4 + 2e-5 * k)
+    operands[16] = ints("step_proj", (3, cells), np.int8, -127, 128, 0.012)
+    operands[18] = state("step_h", (BATCH, 3), np.int8, 1 / 90, 4)
+    operands[19] = state("step_c", (BATCH, cells), np.int16, 2.0 ** -12)
+    out = tensor("step", (BATCH, 3), np.int8, scale=[1 / 90], zero_point=[4])
+    m.op(B.LSTM, operands, [out], opts.LSTMOptions, _options(fb.LSTMOptionsT, fusedActivationFunction=4,
+                                                             cellClip=0.9, projClip=0.0))
+    m.ops[-1].intermediates = [*(tensor(f"step_gate{g}", (), np.int16, scale=[0.0008 + 0.0001 * g])
+                                 for g in range(4)), tensor("step_hidden", (), np.int8, scale=[1 / 110], zero_point=[-2])]
     m.write(model_path)
     return m.specs
 

@@ -652,9 +652,12 @@ def _integer_steps(ctx: OpContext, zp_in: int) -> tuple[np.ndarray, bool, tuple[
     whether the file's layout is; the output and cell state variables with their values as int64
     ``[batch, units]``."""
     x = ctx.x(_INPUT).astype(np.int64) - zp_in
-    time_major = bool(ctx.attr("time_major", False))
-    if not time_major:
-        x = x.transpose(1, 0, 2)
+    if x.ndim == 2:  # the one-step LSTM operator: one time step of the whole batch, as time-major
+        x, time_major = x[None], True
+    else:
+        time_major = bool(ctx.attr("time_major", False))
+        if not time_major:
+            x = x.transpose(1, 0, 2)
     h_var, c_var = ctx.x(_OUTPUT_STATE), ctx.x(_CELL_STATE)
     h = h_var.reshape(h_var.shape[0] if h_var.ndim > 1 else x.shape[1], -1).astype(np.int64)
     return x, time_major, (h_var, h), (c_var, c_var.reshape(h.shape[0], -1).astype(np.int64))
@@ -822,10 +825,14 @@ def _tflm_integer_lstm(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("LSTM")
 def lstm(ctx: OpContext) -> list[np.ndarray]:
-    """The full (non-sequence) LSTM, float32 or hybrid (int8 weights): one step of the sequence
-    operator's LSTM on ``[batch, input]`` (LiteRT runs the same lstm_eval step), the states
+    """The full (non-sequence) LSTM, float32, hybrid (int8 weights) or full-integer (int8, int16
+    cell state): one step of the sequence operator's LSTM on ``[batch, input]`` (LiteRT runs the
+    same lstm_eval step, the integer one as a time-major step of the whole batch), the states
     updated in place."""
     x, weights = ctx.x(0), ctx.x(_W_INPUT + 1)
+    if x.dtype == np.int8 and weights.dtype == np.int8 and ctx.x(_CELL_STATE).dtype == np.int16 \
+            and ctx.flavor != "tflm" and not int(ctx.attr("kernel_type", 0) or 0):
+        return [_integer_lstm(ctx)[0][0]]  # LiteRT's integer step, the batch as one time-major step
     if x.dtype != np.float32 or weights.dtype not in (np.float32, np.int8) or int(ctx.attr("kernel_type", 0) or 0):
         raise ctx.error(f"{x.dtype} input with {weights.dtype} weights (kernel type {ctx.attr('kernel_type')}) is "
                         "not implemented (float32 input, float32 or int8 weights, the full kernel)")
