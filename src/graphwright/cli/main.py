@@ -15,7 +15,17 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from ..errors import GraphwrightError
-from . import calibrate_cmd, compare_cmd, diff_cmd, extract_cmd, inspect_cmd, run_cmd, simplify_cmd, transform_cmd
+from . import (
+    calibrate_cmd,
+    compare_cmd,
+    diff_cmd,
+    extract_cmd,
+    inspect_cmd,
+    run_cmd,
+    simplify_cmd,
+    transform_cmd,
+    view_cmd,
+)
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: stdout closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports for such a tool.
@@ -43,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_parser(sub)
     extract_cmd.add_parser(sub)
     diff_cmd.add_parser(sub)
+    view_cmd.add_parser(sub)
     return parser
 
 
