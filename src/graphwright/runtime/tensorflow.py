@@ -349,6 +349,8 @@ def grappler_optimize(graph_bytes: bytes, fetches: Sequence[str], *, optimizers:
                       place_on: str | None = CPU_DEVICE) -> bytes:
     """The GraphDef after Grappler's meta-optimizer with only ``optimizers`` on, run once.
 
+    ``optimizers`` are the meta-optimizer's own names (``remap`` is the remapper; ``constfold``,
+    ``arithmetic``, ``layout``, ``dependency``, ``pruning``... the others).
     As a v1 Session would run it: nodes without a device are placed on ``place_on`` first
     (Grappler's remapper only fuses nodes it finds placed on a CPU or GPU), the ``fetches``
     (node names) are the nodes Grappler must preserve.  What the remapper emits depends on

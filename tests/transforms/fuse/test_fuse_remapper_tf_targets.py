@@ -142,7 +142,9 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
             calls[onednn] += [("run_graphdef", (before, {"x": x}, ["out"]), {"grappler": False}),
                               ("run_graphdef", (after, {"x": x}, ["out"]), {"grappler": False}),
                               ("grappler_optimize", (before, ["out"]), {})]
-    ran = {onednn: in_tf_process("batch", calls[onednn], onednn=onednn) for onednn in (True, False)}
+    ran = {onednn: in_tf_process("batch", [*calls[onednn], ("onednn_enabled", (), {})], onednn=onednn)
+           for onednn in (True, False)}
+    assert ran[True][-1] is True and ran[False][-1] is False  # each child runs the build it was asked for
     out = {}
     for onednn, target in ((True, "onednn"), (False, "eigen")):
         values = iter(ran[onednn])
