@@ -38,6 +38,8 @@ def test_symbolic_shape_glue_becomes_constant_targets() -> None:
     reshape = next(n for n in m.graph if n.op == "Reshape")
     assert reshape.inputs[1].const.numpy().tolist() == [0, 0, -1, 16]
     assert "Shape" not in ops(m)
+    # Expand(r[B, S, 4, 16], [1, 1, 1, 16]) gives r's own shape: gone (its output, the graph's, keeps its name)
+    assert result.stats["noops_removed"] == 1 and "Expand" not in ops(m) and reshape.output.name == "y"
     for seed, dims in enumerate(({"B": 1, "S": 7}, {"B": 3, "S": 2})):
         same_outputs(p, m, dims=dims, seed=seed)
 
@@ -350,3 +352,13 @@ def test_random_shape_glue_folds_to_what_onnxruntime_computes() -> None:
         folded += sum(result.stats.values())
         _check_sizes(p, m, [{"B": 1, "S": 1}, {"B": 2, "S": 5}, {"B": 4, "S": 3}, {"B": 3, "S": 1}])
     assert folded > 60  # the pass did fold most of them
+
+
+def test_an_expand_that_broadcasts_stays() -> None:
+    """Expand(x[B, 1, 8], Shape(z[B, S, 8])) makes [B, S, 8]: not x's shape, so it stays (target folded to
+    [1, S...] is impossible: S is not x's), outputs equal at S = 1 too."""
+    nodes = [mk("Shape", ["z"], ["s"]), mk("Expand", ["x", "s"], ["e"]), mk("Add", ["e", "z"], ["y"])]
+    m, p = model(nodes, [vi("x", F, ["B", 1, 8]), vi("z", F, ["B", "S", 8])], [vi("y", F, None)])
+    _fold_twice(m)
+    assert "Expand" in ops(m)
+    _check_sizes(p, m, [{"B": 2, "S": 3}, {"B": 1, "S": 1}])

@@ -28,6 +28,8 @@ the operators it follows).  Then, node by node:
   has at the same position ``0`` (copy), a dim whose output size is a known int
   that int, one other dim ``-1``; an ``Expand`` gets ``1`` where the input
   already has the dim;
+* **no-op by shape**: an ``Expand`` or ``Reshape`` whose output shape is its
+  input's, dim for dim (symbols included), is removed;
 * **zero RNN state**: an ``initial_h``/``initial_c`` of LSTM/GRU/RNN made of
   zeros (``ConstantOfShape`` of 0, ``Expand`` of a 0, sliced or reshaped) is
   dropped: zero is the operator's default;
@@ -68,7 +70,8 @@ class _Folder:
         self.lattice = Lattice()
         self.shape_attrs = opset_version(model, default=0) >= 15
         self.stats = dict.fromkeys(("constants", "vectors_merged", "shape_slices", "concats_regrouped",
-                                    "targets_folded", "rnn_states_dropped", "transposes_to_reshape"), 0)
+                                    "targets_folded", "rnn_states_dropped", "transposes_to_reshape",
+                                    "noops_removed"), 0)
 
     # ----- helpers -----------------------------------------------------------------------------
     def _rank(self, value: Value) -> int | None:
@@ -132,6 +135,8 @@ class _Folder:
             if node.op == "Shape" and node.inputs and node.inputs[0] is not None:
                 self._sources(graph, node.inputs[0])
             self._targets(graph, node)
+            if self._noop(node):
+                continue
             self._rnn_state(node)
             if self._transpose(graph, node):
                 continue
@@ -244,6 +249,18 @@ class _Folder:
         if node.op == "Reshape" and node.attr("allowzero", 0) and 0 in target:
             node.attrs["allowzero"] = Attr.int(0)  # the zeros are copies now (no literal zero was there)
         self.stats["targets_folded"] += 1
+
+    def _noop(self, node: Node) -> bool:
+        """An Expand or Reshape whose output has its input's shape (dim for dim, symbols included) goes."""
+        if node.op not in ("Expand", "Reshape") or not node.inputs or node.inputs[0] is None:
+            return False
+        x, out = self.lattice.shape(node.inputs[0]), self.lattice.shape(node.output)
+        if x is None or out is None or len(x) != len(out) or any(a != b for a, b in zip(x, out)):
+            return False
+        if any(isinstance(e, bool) for e in x) or not bypass(node, node.inputs[0]):
+            return False
+        self.stats["noops_removed"] += 1
+        return True
 
     def _rnn_state(self, node: Node) -> None:
         for index in _STATE_INPUTS.get(node.op, ()):
