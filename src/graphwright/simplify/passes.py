@@ -43,6 +43,7 @@ OPTIMIZATION_PASSES: tuple[str, ...] = (
 )
 
 #: The operator fusions run once the fixed point is reached, in this order.
-ONNX_FUSIONS: tuple[str, ...] = ("fuse_layer_norm", "fuse_rms_norm", "fuse_gelu", "fuse_attention", "fuse_ort_contrib")
+ONNX_FUSIONS: tuple[str, ...] = ("fuse_layer_norm", "fuse_rms_norm", "fuse_gelu", "fuse_reshape_gemm", "fuse_attention",
+                                 "fuse_ort_contrib")
 
 __all__ = ["OPTIMIZATION_PASSES", "ONNX_FUSIONS"]
