@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -180,3 +181,37 @@ def test_progress_bar_on_a_terminal_and_silence_in_a_pipe(onnx_pair: tuple[Path,
     assert "running model" not in piped.stdout and "\x1b[" not in piped.stdout
     quiet = _run_in_pty([*argv, "--quiet"], tmp_path)
     assert "running model" not in quiet and quiet.strip() == ""
+
+
+_SIMPLIFY_WITH_STEPS = (
+    "import sys\n"
+    "from graphwright.cli._console import step_progress\n"
+    "from graphwright.simplify import simplify\n"
+    "with step_progress('simplify', quiet='--quiet' in sys.argv):\n"
+    "    simplify(sys.argv[1])\n"
+)
+
+
+def test_step_progress_counts_simplify_steps_on_a_terminal_only(tmp_path: Path) -> None:
+    """The bar simplify's command can wrap its run in: steps counted through the step runner."""
+    argv = [sys.executable, "-c", _SIMPLIFY_WITH_STEPS, str(EXAMPLES / "small_cnn.onnx")]
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, cwd=tmp_path,
+                            env={**os.environ, "COLUMNS": "150", "TERM": "xterm-256color"})
+    os.close(follower)
+    chunks = []
+    while select.select([leader], [], [], 120)[0]:
+        try:
+            data = os.read(leader, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    shown = b"".join(chunks).decode("utf-8", "replace")
+    # the bar redraws ten times a second: at least its last state, with the steps counted
+    assert re.search(r"simplify: step [1-9][0-9]* [a-z_]+ \((?:1[0-9]|20) nodes\)", shown)
+    piped = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "" and piped.stdout == ""

@@ -18,6 +18,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..transforms.runner import observe_steps
+
 
 class _Console(Console):
     """A rich console that lets a closed pipe reach ``main`` (rich would exit with 1)."""
@@ -99,3 +101,20 @@ def progress_callback(description: str, *, quiet: bool = False,
             bar.update(task, completed=done, total=total, description=f"{description}: {what}"[:70])
 
         yield update
+
+
+@contextmanager
+def step_progress(description: str, *, quiet: bool = False, console: Console | None = None) -> Iterator[None]:
+    """A bar counting the transform steps run inside the block (simplify's fixed point has no
+    known total: steps done, the current step and the model's size, elapsed time), on a terminal only."""
+    with progress_bar(quiet=quiet, console=console) as bar:
+        task = bar.add_task(description, total=None)
+        count = 0
+
+        def on_step(label: str, nodes: int) -> None:
+            nonlocal count
+            count += 1
+            bar.update(task, completed=count, description=f"{description}: step {count} {label} ({nodes} nodes)"[:80])
+
+        with observe_steps(on_step):
+            yield

@@ -292,5 +292,6 @@ search.addEventListener("input",function(){query=search.value.trim().toLowerCase
 document.getElementById("open-all").addEventListener("click",function(){
   cards.forEach(function(card){if(card.style.display!=="none"){card.open=true;drawCard(card);}});});
 document.body.setAttribute("data-drawn-changes",String(document.querySelectorAll(".pic[data-drawn]").length));
+document.body.setAttribute("data-ready-ms",String(Math.round(performance.now())));
 })();
 """

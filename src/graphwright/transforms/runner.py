@@ -17,7 +17,9 @@ life in memory; :meth:`Provenance.to_json` is the sidecar ``OUT.provenance.json`
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,12 +34,28 @@ from .presets import expand_presets
 from .registry import TransformResult, TransformSpec, get
 
 __all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_pipeline", "Provenance",
-           "PROVENANCE_KEY", "provenance_of", "node_key"]
+           "PROVENANCE_KEY", "provenance_of", "node_key", "observe_steps"]
 
 #: Where a model keeps its :class:`Provenance` in ``Model.meta`` (no writer reads this key).
 PROVENANCE_KEY = "graphwright.provenance"
 #: Version of the sidecar's JSON layout.
 PROVENANCE_VERSION = 1
+
+
+#: ``observer(label, nodes)``: called as each step starts, with the node count of the main graph.
+StepObserver = Callable[[str, int], None]
+_OBSERVER: ContextVar[StepObserver | None] = ContextVar("graphwright_step_observer", default=None)
+
+
+@contextmanager
+def observe_steps(observer: StepObserver) -> Iterator[None]:
+    """Call ``observer(label, nodes)`` before every step any :class:`StepRunner` runs inside the
+    block (a progress display for work that runs steps without a known count, like simplify)."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
 
 
 @dataclass
@@ -118,6 +136,9 @@ class StepRunner:
         if model.graph.dialect not in spec.dialects:
             raise TransformError(_dialect_message(spec, model.graph.dialect))
         before = len(model.graph)
+        observer = _OBSERVER.get()
+        if observer is not None:
+            observer(label or spec.name, before)
         start = time.perf_counter()
         provenance = provenance_of(model, create=True)
         assert provenance is not None
