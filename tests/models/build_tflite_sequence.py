@@ -28,6 +28,10 @@ Models (each ``<model>_<mode>``):
   cell and projection clips (batch- and time-major); CIFG with layer norm and peepholes,
   time-major; peepholes and layer norm without projection; a projection alone, with a nonzero
   hidden zero point; and the one-step LSTM operator with peepholes, layer norm and a projection.
+* ``hybrid_recurrent``: hybrid LSTMs (float activations, int8 weights) written likewise: the
+  sequence LSTM with int8 peepholes, an int8 projection with a float bias, cell and projection
+  clips (asymmetric input quantization); the one-step LSTM, CIFG with layer norm and peepholes
+  (symmetric); BIDIRECTIONAL_SEQUENCE_LSTM, time-major, outputs merged (asymmetric).
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 11
+BUILDER_VERSION = 12
 
-NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float", "integer_lstm_int8")
+NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float", "integer_lstm_int8", "hybrid_recurrent_float")
 
 BATCH, STEPS, FEATURES = 2, 4, 3
 
@@ -271,7 +275,70 @@ def _integer_lstm(model_path: Path) -> list[Spec]:
     return m.specs
 
 
+def _hybrid_recurrent(model_path: Path) -> list[Spec]:
+    """Hybrid LSTMs with peepholes, projections, layer norm, and a bidirectional one (see the module docstring)."""
+    m, B, opts = _Flat(), fb.BuiltinOperator, fb.BuiltinOptions
+    tensor = m.tensor
+    rng = np.random.default_rng(SEED)
+    depth, cells, units = 6, 5, 3
+
+    def int8(name: str, *shape: int, scale: float = 0.01) -> int:
+        return tensor(name, shape, np.int8, rng.integers(-127, 128, shape).astype(np.int8), scale=[scale])
+
+    def const(name: str, *shape: int, low: float = -0.5, high: float = 0.5) -> int:
+        return tensor(name, shape, np.float32, rng.uniform(low, high, shape).astype(np.float32))
+
+    def state(name: str, *shape: int) -> int:
+        i = tensor(name, shape, np.float32)
+        m.tensors[i].isVariable = True
+        return i
+
+    def cell(prefix: str, n_output: int, cifg: bool = False, peephole: bool = True,
+             projection: bool = False, norm: bool = False) -> list[int]:
+        """One direction's 17 operands (weights, peepholes, biases, projection) and the 4 layer-norm ones."""
+        ops = [-1] * 21
+        for g in range(4):
+            if cifg and g == 0:
+                continue
+            ops[g] = int8(f"{prefix}_w{g}", cells, depth, scale=0.008 + 0.002 * g)
+            ops[4 + g] = int8(f"{prefix}_r{g}", cells, n_output, scale=0.01 + 0.002 * g)
+            ops[11 + g] = const(f"{prefix}_b{g}", cells)
+            if norm:
+                ops[17 + g] = const(f"{prefix}_ln{g}", cells, low=0.5, high=1.5)
+        if peephole:
+            for k, g in enumerate((0, 1, 3)):
+                if not (cifg and g == 0):
+                    ops[8 + k] = int8(f"{prefix}_p{g}", cells, scale=0.004)
+        if projection:
+            ops[15], ops[16] = int8(f"{prefix}_proj", n_output, cells, scale=0.012), const(f"{prefix}_proj_b", n_output)
+        return ops
+
+    x = m.input(Spec((BATCH, STEPS, depth)), "x")
+    full = cell("seq", units, projection=True)
+    m.op(B.UNIDIRECTIONAL_SEQUENCE_LSTM, [x, *full[:17], state("seq_h", BATCH, units), state("seq_c", BATCH, cells),
+                                          *full[17:]],
+         [tensor("seq_lstm", (BATCH, STEPS, units), np.float32)], opts.UnidirectionalSequenceLSTMOptions,
+         _options(fb.UnidirectionalSequenceLSTMOptionsT, fusedActivationFunction=4, cellClip=0.8, projClip=0.3,
+                  timeMajor=False, asymmetricQuantizeInputs=True))
+    step = m.input(Spec((BATCH, depth)), "x_step")
+    norm = cell("step", cells, cifg=True, norm=True)
+    m.op(B.LSTM, [step, *norm[:17], state("step_h", BATCH, cells), state("step_c", BATCH, cells), *norm[17:]],
+         [tensor("step_lstm", (BATCH, cells), np.float32)], opts.LSTMOptions,
+         _options(fb.LSTMOptionsT, fusedActivationFunction=4, asymmetricQuantizeInputs=False))
+    x_time = m.input(Spec((STEPS, BATCH, depth)), "x_time_major")
+    forward, backward = cell("fw", cells, peephole=False)[:17], cell("bw", cells, peephole=False)[:17]
+    states = [state(f"bi_{d}_{k}", BATCH, cells) for d in ("fw", "bw") for k in ("h", "c")]
+    m.op(B.BIDIRECTIONAL_SEQUENCE_LSTM, [x_time, *forward, *backward, *states, *[-1] * 9],
+         [tensor("bi_lstm", (STEPS, BATCH, 2 * cells), np.float32)], opts.BidirectionalSequenceLSTMOptions,
+         _options(fb.BidirectionalSequenceLSTMOptionsT, fusedActivationFunction=4, mergeOutputs=True,
+                  timeMajor=True, asymmetricQuantizeInputs=True))
+    m.write(model_path)
+    return m.specs
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
+    if name == "hybrid_recurrent_float":
+        return info_of("tflite_sequence", name, model_path, reference_path, _hybrid_recurrent(model_path))
     if name == "integer_lstm_int8":
         return info_of("tflite_sequence", name, model_path, reference_path, _integer_lstm(model_path))
     if name == "rnn_float":

@@ -4,9 +4,10 @@
   (int8 activations and weights, int16 cell state);
 * BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
 * SVDF: float32 and int8 (int16 time weights and state);
-* LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``), RNN (the
-  basic RNN's one step), UNIDIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_RNN: float32 and
-  hybrid (int8 weights).
+* LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``): float32,
+  hybrid and full-integer;
+* RNN (the basic RNN's one step), UNIDIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_RNN:
+  float32 and hybrid (int8 weights).
 
 Their recurrent state lives in variable tensors, which the kernels update in place, so it
 carries over to the next run as in LiteRT (see ``Interpreter.reset_variables``).
@@ -18,7 +19,8 @@ weights ``[cell, output]``; 9–11 peephole weights cell-to-{input, forget, outp
 gate biases; 16–17 projection weights ``[output, cell]`` and bias; 18–19 the output and cell
 states; 20–23 layer-norm coefficients.  Optional: the input gate (absent: CIFG,
 ``i = 1 − f``), peepholes, projection, layer norm.  Hybrid: the products with int8 weights
-are int32 dot products of the step's input and output state quantized per row.
+are int32 dot products of the step's input and output state quantized per row (the projection's
+of the hidden state likewise); int8 peephole weights are recovered to float32 by their scale.
 
 LSTM (full-integer): LiteRT's ``LstmStepInteger8x8_16``.  Each gate is two requantized int32
 products (input and recurrent, zero points folded into the biases) summed in Q3.12, then
@@ -159,14 +161,13 @@ def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
     w_in = [None if cifg and g == 0 else _weights(ctx, at.w_input + g) for g in range(4)]
     w_rec = [None if cifg and g == 0 else _weights(ctx, at.w_recurrent + g) for g in range(4)]
     hybrid = any(isinstance(w, _Int8Weights) for w in w_in + w_rec)
-    if hybrid and any(optional(i) is not None for i in (at.peephole, at.peephole + 1, at.peephole + 2,
-                                                         at.projection)):
-        raise ctx.error("a hybrid LSTM with peepholes or a projection is not implemented")
     asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False)) if hybrid else None
     bias = [optional(at.bias + g) for g in range(4)]
     norm = [optional(None if at.layer_norm is None else at.layer_norm + g) for g in range(4)]
-    peephole = {g: ctx.x(at.peephole + i) for i, g in enumerate((0, 1, 3)) if ctx.has(at.peephole + i)}
-    projection, projection_bias = optional(at.projection), optional(at.projection_bias)
+    # int8 peephole weights are recovered to float32 (times their scale) as LiteRT's hybrid step does
+    peephole = {g: _recovered(ctx, at.peephole + i) for i, g in enumerate((0, 1, 3)) if ctx.has(at.peephole + i)}
+    projection = _weights(ctx, at.projection) if ctx.has(at.projection) else None
+    projection_bias = optional(at.projection_bias)
     cell_clip, proj_clip = float(ctx.attr("cell_clip", 0.0) or 0.0), float(ctx.attr("proj_clip", 0.0) or 0.0)
     state_h, state_c = h.reshape(x.shape[1], -1), c.reshape(x.shape[1], -1)
     outputs = []
@@ -190,7 +191,7 @@ def _float_lstm(ctx: OpContext, x: np.ndarray, at: _Layout) -> np.ndarray:
             cell = np.clip(cell, -cell_clip, cell_clip)
         out = _sigmoid(gate(3, step, cell)) * _activation(ctx, cell)
         if projection is not None:
-            out = out @ projection.T
+            out = _product(_operand(out, asymmetric), projection)
             if projection_bias is not None:
                 out = out + projection_bias
             if proj_clip > 0:
@@ -218,6 +219,17 @@ class _Operand(NamedTuple):
     quantized: np.ndarray
     scale: np.ndarray
     offset: np.ndarray
+
+
+def _recovered(ctx: OpContext, i: int) -> np.ndarray:
+    """Float32 weights, or int8 ones times their scale in float32 (LiteRT's VectorScalarMultiply)."""
+    w = ctx.x(i)
+    if w.dtype != np.int8:
+        return w
+    q = ctx.in_quant(i)
+    if q is None or q.scale.size != 1:
+        raise ctx.error(f"input {i} holds int8 weights without one quantization scale")
+    return (w.astype(np.float32) * np.float32(q.s)).astype(np.float32)
 
 
 def _weights(ctx: OpContext, i: int) -> np.ndarray | _Int8Weights:
@@ -270,12 +282,12 @@ def _product(operand: _Operand, weights: np.ndarray | _Int8Weights) -> np.ndarra
 
 @kernel("BIDIRECTIONAL_SEQUENCE_LSTM")
 def _bidirectional_lstm(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's float kernel: a forward LSTM over the sequence and a backward one over it
-    reversed (its outputs put back in sequence order), concatenated along the features with
-    ``merge_outputs``, else two outputs.  Auxiliary inputs (39–47) are refused."""
+    """As LiteRT's float and hybrid kernels: a forward LSTM over the sequence and a backward one
+    over it reversed (its outputs put back in sequence order), concatenated along the features
+    with ``merge_outputs``, else two outputs.  Auxiliary inputs (39–47) are refused."""
     x = ctx.x(_INPUT)
-    if x.dtype != np.float32 or ctx.x(_FORWARD.w_input + 1).dtype != np.float32:
-        raise ctx.error("only float32 is implemented")
+    if x.dtype != np.float32 or ctx.x(_FORWARD.w_input + 1).dtype not in (np.float32, np.int8):
+        raise ctx.error("only float32 input with float32 or int8 weights is implemented")
     if any(ctx.has(i) for i in range(39, 48)):
         raise ctx.error("auxiliary inputs are not implemented")
     time_major = bool(ctx.attr("time_major", True))
