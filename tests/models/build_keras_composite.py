@@ -7,6 +7,9 @@
   lose the interface), the variables read by the calls replaced by constants.
 * ``gru``: the same with tf-keras ``GRU(8)`` (``reset_after=True``, the only GRU that gets a
   ``gru_<uuid>`` function), frozen the same way.
+* ``lstm_loop_keras3`` / ``lstm_loop_tf_keras``: the ``lstm`` model built with Keras 3 / tf-keras
+  and frozen by ``convert_variables_to_constants_v2(..., lower_control_flow=False)``: each LSTM
+  inlined into a functional ``While`` / ``StatelessWhile`` loop (no interface left).
 * ``encoder``: a hand-built Keras 3 transformer encoder block (multi-head self-attention,
   residual + ``LayerNormalization``, feed-forward ``Dense(gelu exact)`` and
   ``Dense(gelu tanh)``, residual + ``LayerNormalization``), batch 2, 6 tokens, width 16,
@@ -28,13 +31,14 @@ import keras
 import numpy as np
 import tensorflow as tf
 import tf_keras
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
 from ._info import ModelInfo, save_reference
 from ._keras_common import freeze_keras_model, graphdef_facts, run_frozen_graph, write_graphdef
 
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
-NAMES = ("lstm", "gru", "encoder")
+NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras")
 SEED = 0
 BATCH, STEPS, FEATURES = 2, 7, 5
 TOKENS, WIDTH, HEADS = 6, 16, 2
@@ -70,20 +74,24 @@ def freeze_keeping_functions(concrete: Any) -> tf.compat.v1.GraphDef:
     return frozen
 
 
-def _recurrent(kind: str) -> tuple[tf_keras.Model, tf.compat.v1.GraphDef, list[str], list[str]]:
-    tf_keras.utils.set_random_seed(SEED)
-    inp = tf_keras.Input((STEPS, FEATURES), batch_size=BATCH, name="x")
-    cell = tf_keras.layers.LSTM if kind == "lstm" else tf_keras.layers.GRU
+def _recurrent(kind: str) -> tuple[Any, tf.compat.v1.GraphDef, list[str], list[str]]:
+    lib: Any = keras if kind == "lstm_loop_keras3" else tf_keras
+    lib.utils.set_random_seed(SEED)
+    inp = lib.Input((STEPS, FEATURES), batch_size=BATCH, name="x")
+    cell = lib.layers.GRU if kind == "gru" else lib.layers.LSTM
     x = cell(8, return_sequences=True, name=f"{kind}_seq")(inp)
     x = cell(6, go_backwards=True, name=f"{kind}_back")(x)
-    out = tf_keras.layers.Dense(3, name="head")(x)
-    model = tf_keras.Model(inp, out)
+    out = lib.layers.Dense(3, name="head")(x)
+    model = lib.Model(inp, out)
     rng = np.random.default_rng(SEED)
     for var in model.weights:  # biases away from zero, weights large enough to saturate some gates
         var.assign(rng.normal(0.0, 0.6, tuple(var.shape)).astype(np.float32))
     fn = tf.function(lambda x: model(x, training=False))
     concrete = fn.get_concrete_function(tf.TensorSpec((BATCH, STEPS, FEATURES), tf.float32, name="x"))
-    graph_def = freeze_keeping_functions(concrete)
+    if kind.startswith("lstm_loop"):
+        graph_def = convert_variables_to_constants_v2(concrete, lower_control_flow=False).graph.as_graph_def()
+    else:
+        graph_def = freeze_keeping_functions(concrete)
     inputs = [t.op.name for t in concrete.inputs if t.dtype != tf.resource]
     outputs = [t.op.name for t in concrete.outputs]
     return model, graph_def, inputs, outputs

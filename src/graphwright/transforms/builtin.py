@@ -38,6 +38,7 @@ from .fuse import (  # noqa: F401
     fuse_convolutions_tf,
     fuse_gelu_onnx,
     fuse_layer_norm_onnx,
+    fuse_lstm_while_tf,
     fuse_matmul_add_into_gemm_onnx,
     fuse_matmul_gelu_tf,
     fuse_mkl_layer_norm_tf,

@@ -1,0 +1,63 @@
+"""fuse_lstm_while on Keras 3 and tf-keras LSTM layers frozen as functional While loops: one
+BlockLSTMV2 per layer, the fused graph run by TensorFlow against the Keras model's outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.tf
+oracle = pytest.importorskip("tests.tf_oracle")
+
+from .._tf import assert_same_outputs, build, notes, ops, ours, tf, v1  # noqa: E402
+from ._composite_models import composite_model, run_all_in_child  # noqa: E402
+
+LOOPS = ("lstm_loop_keras3", "lstm_loop_tf_keras")
+
+
+@pytest.fixture(scope="module")
+def fused() -> dict:
+    """Each loop model fused, and the fused graphs run in one child with oneDNN off, Grappler off."""
+    runs = {}
+    for name in LOOPS:
+        info = composite_model(name)
+        data = info.path.read_bytes()
+        got, report = ours(data, "fuse_lstm_while", list(info.inputs), info.outputs)
+        runs[name] = (info, data, got, report)
+    jobs = [(runs[n][2], runs[n][0].reference_data()[0], runs[n][0].outputs) for n in LOOPS]
+    runs["child"] = dict(zip(LOOPS, run_all_in_child(jobs, onednn=False)))
+    return runs
+
+
+@pytest.mark.parametrize("name", LOOPS)
+def test_keras_lstm_loops_become_block_lstm_and_match_keras(fused: dict, name: str) -> None:
+    info, data, got, report = fused[name]
+    loop_op = "While" if name.endswith("keras3") else "StatelessWhile"
+    assert ops(data)[loop_op] == 2 and "BlockLSTMV2" not in ops(data)
+    assert report.steps[0].stats == {"loops_fused": 2}, notes(report)
+    assert ops(got)["BlockLSTMV2"] == 2 and loop_op not in ops(got)
+    for gone in ("TensorListReserve", "TensorListGetItem", "Range", "Max"):
+        assert gone not in ops(got), gone
+    feeds, expected = info.reference_data()
+    (out,) = info.outputs
+    ok, result = fused["child"][name]  # oneDNN off, Grappler off
+    assert ok, result
+    np.testing.assert_allclose(result[0], expected[out], rtol=1e-5, atol=1e-6)
+    assert_same_outputs(data, got, feeds, info.outputs, rtol=1e-5, atol=1e-6)  # this process's TF
+    big = {k: v * 25.0 for k, v in feeds.items()}  # cell states far past any default clip
+    assert_same_outputs(data, got, big, info.outputs, rtol=1e-5, atol=1e-5)
+
+
+def test_other_while_loops_are_left_alone_with_the_reason() -> None:
+    def fn() -> None:
+        x = v1.placeholder(tf.float32, [3], name="x")
+        _, total = tf.while_loop(lambda i, s: i < 4, lambda i, s: (i + 1, s * 2.0 + x), [tf.constant(0), x])
+        tf.identity(total, name="out")
+
+    data = build(fn)
+    assert ops(data).get("While", 0) + ops(data).get("StatelessWhile", 0) == 1
+    got, report = ours(data, "fuse_lstm_while", ["x"], ["out"])
+    assert not report.steps[0].changed and ops(got) == ops(data)
+    assert any("not a Keras LSTM loop: the loop body writes 0 tensor lists" in n for n in notes(report))
+    assert_same_outputs(data, got, {"x": np.arange(3, dtype=np.float32)}, ["out"])
+
