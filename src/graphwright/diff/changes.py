@@ -35,8 +35,6 @@ _INT_DTYPES = ("int8", "uint8", "int16", "int4", "uint4")
 _QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
                         "ConvInteger", "DynamicQuantizeLinear", "QuantizeV2", "Dequantize", "QuantizedConv2D",
                         "QuantizedMatMul", "QUANTIZE", "DEQUANTIZE", "FakeQuantWithMinMaxVars"})
-#: Unchanged nodes with more neighbours than this do not tie changes together (structure mode).
-_HUB_DEGREE = 8
 #: At most this many unchanged neighbours are drawn around a change, per side.
 CONTEXT_LIMIT = 30
 
@@ -319,41 +317,86 @@ def _connected(nodes: list[Node]) -> list[list[Node]]:
 
 
 def _by_structure(graph_a: Graph, graph_b: Graph, nodes_a: dict[str, Node], nodes_b: dict[str, Node]) -> list[Change]:
-    anchors = {name for name, node in nodes_a.items()
-               if name in nodes_b and nodes_b[name].op == node.op}
-    changed_a = [n for name, n in nodes_a.items() if name not in anchors]
-    changed_b = [n for name, n in nodes_b.items() if name not in anchors]
-    groups = _Union()
-    touching: dict[str, list[Any]] = {}
-    for side, nodes in (("a", changed_a), ("b", changed_b)):
-        for node in nodes:
-            key = (side, node_key(node))
-            groups.find(key)
-            for other in _neighbours(node):
-                if node_key(other) in anchors:
-                    touching.setdefault(node_key(other), []).append(key)
-                else:
-                    groups.union(key, (side, node_key(other)))
-    for node in changed_a:
-        if node_key(node) in nodes_b:  # same name, another op
-            groups.union(("a", node_key(node)), ("b", node_key(node)))
-    for name, keys in touching.items():
-        # an unchanged node ties the changes around it together, unless it is a hub
-        if len(nodes_a[name].inputs) + len(list(nodes_a[name].successors())) <= _HUB_DEGREE:
-            sides = {side for side, _ in keys}
-            if sides == {"a", "b"}:
-                for key in keys[1:]:
-                    groups.union(keys[0], key)
-    changes = [
-        _change([nodes_a[n] for s, n in members if s == "a"], [nodes_b[n] for s, n in members if s == "b"],
-                exact=False)
-        for members in groups.groups()
-    ]
-    for name in anchors:  # same name and op: changed only if the output dtype changed
+    """Changes without provenance.  A node is *kept* when B has a node of its name and op.  A node
+    of A that B lacks goes with the first node downstream of it (through other such nodes) whose
+    name B has: a kept node there means it was removed, a node of B under that name with another
+    op means it went into that node (a fusion keeps its last node's name, as TF's and ONNX
+    rewrites do).  The nodes only B has join, likewise, the first node downstream of them whose
+    name A has."""
+    kept = {name for name, node in nodes_a.items() if name in nodes_b and nodes_b[name].op == node.op}
+    renamed = _renamed(nodes_a, nodes_b)
+    back = {new: old for old, new in renamed.items()}
+    target_a = _downstream(graph_a, lambda name: name in nodes_b or name in renamed)
+    target_b = _downstream(graph_b, lambda name: name in nodes_a or name in back)
+    kept |= set(renamed) | set(back)  # a renamed node ties nothing together
+    fused: dict[str, tuple[list[Node], list[Node]]] = {}  # name in both (op changed) -> (A nodes, B nodes)
+    removed: dict[str | None, list[Node]] = {}  # kept node downstream (None: none) -> A nodes
+    added: dict[str | None, list[Node]] = {}
+    for name, node in nodes_a.items():
+        if name in kept:
+            continue
+        target = target_a.get(name)
+        if target is not None and target not in kept:
+            fused.setdefault(target, ([], []))[0].append(node)
+        else:
+            removed.setdefault(target, []).append(node)
+    for name, node in nodes_b.items():
+        if name in kept:
+            continue
+        target = target_b.get(name)
+        if target is not None and target not in kept:
+            fused.setdefault(target, ([], []))[1].append(node)
+        else:
+            added.setdefault(target, []).append(node)
+    changes = [_change(before, after, exact=False) for before, after in fused.values()]
+    changes.extend(_change([nodes_a[old]], [nodes_b[new]], exact=False) for old, new in renamed.items())
+    for group in removed.values():
+        changes.extend(_change(part, [], exact=False) for part in _connected(group))
+    for group in added.values():
+        changes.extend(_change([], part, exact=False) for part in _connected(group))
+    for name in kept:  # same name and op: changed only if the output dtype changed
+        if name not in nodes_a or name not in nodes_b:
+            continue
         old, new = nodes_a[name], nodes_b[name]
         if _dtype(old) != _dtype(new) and _dtype(old) is not None and _dtype(new) is not None:
             changes.append(_change([old], [new], exact=False))
     return changes
+
+
+def _renamed(nodes_a: dict[str, Node], nodes_b: dict[str, Node]) -> dict[str, str]:
+    """Nodes only A has and nodes only B has that read the same values with the same op, when
+    that pairing is one to one: the same node under another name."""
+    def signature(node: Node) -> tuple[str, ...]:
+        return (node.op, *(v.name if v is not None else "" for v in node.inputs))
+
+    only_a: dict[tuple[str, ...], list[str]] = {}
+    for name, node in nodes_a.items():
+        if name not in nodes_b:
+            only_a.setdefault(signature(node), []).append(name)
+    only_b: dict[tuple[str, ...], list[str]] = {}
+    for name, node in nodes_b.items():
+        if name not in nodes_a:
+            only_b.setdefault(signature(node), []).append(name)
+    return {names[0]: only_b[key][0] for key, names in only_a.items()
+            if len(names) == 1 and len(only_b.get(key, ())) == 1 and len(key) > 1}
+
+
+def _downstream(graph: Graph, known: Any) -> dict[str, str | None]:
+    """For each node, the first node at or downstream of it whose name ``known(name)`` accepts
+    (None if there is none).  One pass in reverse order; O(N + E)."""
+    target: dict[str, str | None] = {}
+    for node in reversed(list(graph)):
+        key = node_key(node)
+        if known(key):
+            target[key] = key
+            continue
+        found = None
+        for user in node.successors():
+            found = target.get(node_key(user))
+            if found is not None:
+                break
+        target[key] = found
+    return target
 
 
 def neighbourhood(graph_nodes: Mapping[str, Node], names: list[str], *, limit: int = CONTEXT_LIMIT) -> dict[str, Any]:
