@@ -31,7 +31,8 @@ Models (each ``<model>_<mode>``):
 * ``hybrid_recurrent``: hybrid LSTMs (float activations, int8 weights) written likewise: the
   sequence LSTM with int8 peepholes, an int8 projection with a float bias, cell and projection
   clips (asymmetric input quantization); the one-step LSTM, CIFG with layer norm and peepholes
-  (symmetric); BIDIRECTIONAL_SEQUENCE_LSTM, time-major, outputs merged (asymmetric).
+  (symmetric); BIDIRECTIONAL_SEQUENCE_LSTM, time-major, outputs merged (asymmetric); SVDF with
+  int8 feature and time weights (rank 2; asymmetric with relu, symmetric without activation).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from ._info import ModelInfo
 from ._tflite_common import SEED, Spec, build_converted, info_of
 from .build_tflite_index import _Flat, _options
 
-BUILDER_VERSION = 12
+BUILDER_VERSION = 13
 
 NAMES = ("lstm_float", "lstm_int8", "hybrid_lstm_float", "recurrent_float", "svdf_int8", "rnn_float", "integer_lstm_int8", "hybrid_recurrent_float")
 
@@ -332,6 +333,13 @@ def _hybrid_recurrent(model_path: Path) -> list[Spec]:
          [tensor("bi_lstm", (STEPS, BATCH, 2 * cells), np.float32)], opts.BidirectionalSequenceLSTMOptions,
          _options(fb.BidirectionalSequenceLSTMOptionsT, fusedActivationFunction=4, mergeOutputs=True,
                   timeMajor=True, asymmetricQuantizeInputs=True))
+    filters, memory = 6, 4
+    for name, asymmetric, act in (("svdf_hybrid", True, 1), ("svdf_hybrid_symmetric", False, 0)):
+        m.op(B.SVDF, [step, int8(f"{name}_features", filters, depth, scale=0.01), int8(f"{name}_times", filters, memory,
+                                                                                     scale=0.008),
+                      const(f"{name}_b", filters // 2), state(f"{name}_memory", BATCH, filters * memory)],
+             [tensor(name, (BATCH, filters // 2), np.float32)], opts.SVDFOptions,
+             _options(fb.SVDFOptionsT, rank=2, fusedActivationFunction=act, asymmetricQuantizeInputs=asymmetric))
     m.write(model_path)
     return m.specs
 

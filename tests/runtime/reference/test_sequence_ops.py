@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 INTENDED = {"lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "hybrid_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM"}, "recurrent": {"UNIDIRECTIONAL_SEQUENCE_RNN", "SVDF", "BIDIRECTIONAL_SEQUENCE_LSTM"},
             "svdf": {"SVDF"}, "rnn": {"RNN", "UNIDIRECTIONAL_SEQUENCE_RNN"},
             "integer_lstm": {"UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"},
-            "hybrid_recurrent": {"UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM"}}
+            "hybrid_recurrent": {"UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM",
+                                 "SVDF"}}
 
 
 @pytest.mark.parametrize("name", NAMES)

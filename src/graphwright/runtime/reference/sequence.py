@@ -3,7 +3,7 @@
 * UNIDIRECTIONAL_SEQUENCE_LSTM: float32; hybrid (float activations, int8 weights); full-integer
   (int8 activations and weights, int16 cell state);
 * BIDIRECTIONAL_SEQUENCE_LSTM: float32 and hybrid, without auxiliary inputs;
-* SVDF: float32 and int8 (int16 time weights and state);
+* SVDF: float32, hybrid (int8 feature and time weights) and int8 (int16 time weights and state);
 * LSTM (the full, one-step operator: the sequence LSTM's step on ``[batch, input]``): float32,
   hybrid and full-integer;
 * RNN (the basic RNN's one step), UNIDIRECTIONAL_SEQUENCE_RNN and BIDIRECTIONAL_SEQUENCE_RNN:
@@ -384,16 +384,23 @@ def _svdf(ctx: OpContext) -> list[np.ndarray]:
     ``rank`` filters summed per unit, plus the bias, through the fused activation."""
     x, features, times, state = ctx.x(0), ctx.x(1), ctx.x(2), ctx.x(4)
     integer = (x.dtype, features.dtype, times.dtype, state.dtype) == (np.int8, np.int8, np.int16, np.int16)
-    if not integer and any(a.dtype != np.float32 for a in (x, features, times, state)):
-        raise ctx.error("only float32, and int8 with int16 time weights and state, are implemented")
+    hybrid = (x.dtype, features.dtype, times.dtype, state.dtype) == (np.float32, np.int8, np.int8, np.float32)
+    if not integer and not hybrid and any(a.dtype != np.float32 for a in (x, features, times, state)):
+        raise ctx.error("only float32, hybrid (int8 feature and time weights) and int8 with int16 time weights "
+                        "and state are implemented")
     rank = int(ctx.attr("rank", 1) or 1)
     filters, memory = times.shape
     batch = x.shape[0]
     flat = state.reshape(-1)
     flat[:-1] = flat[1:].copy()  # LiteRT shifts the whole buffer; each filter's last slot is rewritten below
     filled = state.reshape(batch, filters, memory)
+    if hybrid:  # EvalHybridSVDF: the feature product from the input quantized per row, time weights recovered
+        asymmetric = bool(ctx.attr("asymmetric_quantize_inputs", False))
+        filled[:, :, -1] = _product(_operand(x, asymmetric), _weights(ctx, 1))
+        times = _recovered(ctx, 2)
     if not integer:
-        filled[:, :, -1] = x @ features.T
+        if not hybrid:
+            filled[:, :, -1] = x @ features.T
         y = np.einsum("bfm,fm->bf", filled, times).astype(np.float32).reshape(batch, -1, rank).sum(axis=2)
         if ctx.has(3):
             y = y + ctx.x(3)
