@@ -84,6 +84,10 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``quantized_proj_clip`` (0: none), ``time_major``.  The interpreter's sequence.py runs the layer
   from the same quantities (peepholes there as LiteRT applies them: to the first ``outputs``
   cells of each batch row, or of the flattened batch when time-major).
+* SVDF (int8, int16 time weights and state): each run shifts the state left by one and writes
+  ``clamp16(MBQM(Σ w_f·(x − zp_in), feature_multiplier, feature_shift))`` as each filter's newest
+  entry; ``y = clamp8(MBQM(bias + Σ_rank Σ_memory w_t·state, output_multiplier, output_shift) + zp_out)``
+  (``rank``, ``memory_size`` given).
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -93,7 +97,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), LOG_SOFTMAX, the integer SVDF.
+instead), LOG_SOFTMAX.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -733,3 +737,24 @@ def _lstm(node: Node) -> Params | None:
         params["projection_effective_bias"] = (base - hidden.zp * w.const.numpy().astype(np.int64).sum(axis=1)
                                                ).astype(np.int32)
     return params
+
+
+@_layer("SVDF")
+def _svdf(node: Node) -> Params | None:
+    """LiteRT's integer SVDF Prepare (int8 input, feature weights and output, int16 time weights
+    and state): ``feature_multiplier``/``_shift`` of ``s_in·s_feature/s_state`` and
+    ``output_multiplier``/``_shift`` of ``s_state·s_time/s_out`` (float32), ``rank``,
+    ``memory_size``; None for float and hybrid SVDFs."""
+    x, features, times, state = (node.inputs[i] if i < len(node.inputs) else None for i in (0, 1, 2, 4))
+    if any(v is None or v.dtype is None for v in (x, features, times, state)) or \
+            (x.dtype.value, times.dtype.value, state.dtype.value) != ("int8", "int16", "int16"):  # type: ignore[union-attr]
+        return None
+    qs = [quant_of(v) for v in (x, features, times, state)] + [_integer(node.outputs[0])]  # type: ignore[arg-type]
+    if any(q is None for q in qs) or times.shape is None:  # type: ignore[union-attr]
+        return None
+    s_in, s_feature, s_time, s_state, s_out = (np.float32(q.s) for q in qs)  # type: ignore[union-attr]
+    m1, e1 = _mult(float(np.float32(np.float32(s_in * s_feature) / s_state)))
+    m2, e2 = _mult(float(np.float32(np.float32(s_state * s_time) / s_out)))
+    return {"input_zero_point": qs[0].zp, "output_zero_point": qs[4].zp,  # type: ignore[union-attr]
+            "feature_multiplier": m1, "feature_shift": e1, "output_multiplier": m2, "output_shift": e2,
+            "rank": int(node.attr("rank", 1) or 1), "memory_size": int(times.shape[1])}  # type: ignore[union-attr]
