@@ -22,8 +22,10 @@ DIMS = ({"batch": 2, "seq": 5}, {"batch": 3, "seq": 4})
 
 
 def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object, ...] = ("batch", 1, "seq", "seq"),
-          k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int = -1) -> onnx.ModelProto:
-    """BERT's self-attention as exported: the split's target from Shape(x) (dynamic) or a constant."""
+          k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int = -1,
+          t5: bool = False) -> onnx.ModelProto:
+    """BERT's self-attention as exported: the split's target from Shape(x) (dynamic) or a constant.
+    ``t5``: T5's form instead: no projection biases, no scaling, a position bias (1, N, S, S) then the mask."""
     rng = np.random.default_rng(7)
     inits = [init("heads", np.array([N, D], np.int64)), init("k_heads", np.array(k_heads, np.int64)),
              init("merged", np.array([0, 0, H], np.int64)), init("zero", np.array([0], np.int64)),
@@ -35,13 +37,20 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
         inits += [init(f"w{t}", (rng.standard_normal((H, H)) / 3).astype(np.float32)),
                   init(f"b{t}", rng.normal(0, 0.3, H).astype(np.float32))]
         target = ("ksplit" if t == "k" else "split") if computed_split else "const_split"
-        nodes += [node("MatMul", ["x", f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"]),
-                  node("Reshape", [f"p{t}", target], [f"r{t}"]),
+        nodes += [node("MatMul", ["x", f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"])]
+        if t5:
+            nodes[-1] = node("Identity", [f"mm{t}"], [f"p{t}"])  # folded away below: no bias
+        nodes += [node("Reshape", [f"p{t}", target], [f"r{t}"]),
                   node("Transpose", [f"r{t}"], [f"t{t}"], perm=[0, 2, 3, 1] if t == "k" else [0, 2, 1, 3])]
     if not computed_split:
         inits.append(init("const_split", np.array([0, 0, N, D], np.int64)))
-    nodes += [node("MatMul", ["tq", "tk"], ["qk"]), node("Div" if divide else "Mul", ["qk", "c"], ["scaled"])]
+    nodes += [node("MatMul", ["tq", "tk"], ["qk"])]
     inputs = [vi("x", ["batch", "seq", H])]
+    if t5:
+        nodes.append(node("Add", ["qk", "pos"], ["scaled"]))
+        inputs.append(vi("pos", [1, N, "seq", "seq"]))
+    else:
+        nodes.append(node("Div" if divide else "Mul", ["qk", "c"], ["scaled"]))
     if masked:
         nodes.append(node("Add", ["scaled", "mask"], ["scores"]))
         inputs.append(vi("mask", list(mask_shape)))
@@ -53,6 +62,7 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
 def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, TransformResult]:
     model = onnx_format.from_proto(onnx.load_from_string(proto.SerializeToString()), None)
     get("infer_shapes").fn(model, TransformContext())
+    get("eliminate_identity").fn(model, TransformContext())
     result = get("fuse_attention").fn(model, TransformContext(), **params)
     check(model.graph)
     out = onnx_format.to_proto(model)
@@ -60,7 +70,7 @@ def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, Transf
     return out, result
 
 
-FORMS = {"masked_div": {}, "masked_mul": {"divide": False}, "unmasked": {"masked": False},
+FORMS = {"masked_div": {}, "masked_mul": {"divide": False}, "unmasked": {"masked": False}, "t5": {"t5": True},
          "constant_split": {"computed_split": False}, "mask_broadcast_batch": {"mask_shape": (1, 1, "seq", "seq")}}
 
 
@@ -71,13 +81,18 @@ def test_self_attention_becomes_one_attention(kwargs: dict[str, Any]) -> None:
     assert result.stats["fused"] == 1, result.notes
     counts = ops(after)
     assert counts["com.microsoft::Attention"] == 1
-    assert not any(counts[op] for op in ("Softmax", "MatMul", "Transpose", "Add", "Div", "Mul"))
+    assert not any(counts[op] for op in ("Softmax", "MatMul", "Transpose", "Div", "Mul"))
+    assert counts["Add"] == (1 if kwargs.get("t5") else 0)
     (attention,) = [n for n in after.graph.node if n.op_type == "Attention"]
     attrs = {a.name: helper.get_attribute_value(a) for a in attention.attribute}
-    assert attrs["num_heads"] == N and attrs["scale"] == pytest.approx(1 / np.sqrt(D))
+    assert attrs["num_heads"] == N and attrs["scale"] == pytest.approx(1.0 if kwargs.get("t5") else 1 / np.sqrt(D))
     weights = {t.name: t for t in after.graph.initializer}[attention.input[1]]
     assert list(weights.dims) == [H, 3 * H]
-    assert (list(attention.input[5:]) == ["mask"]) == kwargs.get("masked", True)
+    if kwargs.get("t5"):  # position bias + mask, summed once for the kernel's attention_bias
+        bias_sum = next(n for n in after.graph.node if n.output[0] == attention.input[5])
+        assert bias_sum.op_type == "Add" and set(bias_sum.input) == {"pos", "mask"}
+    else:
+        assert (list(attention.input[5:]) == ["mask"]) == kwargs.get("masked", True)
     for dims in DIMS:
         assert_same(before, after, dims=dims, seed=1)
 

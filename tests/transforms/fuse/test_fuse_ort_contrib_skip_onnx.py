@@ -37,6 +37,7 @@ def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, Transf
     """infer_shapes (as simplify runs before its fusions), then fuse_ort_contrib(target=onnxruntime)."""
     m = onnx_format.from_proto(onnx.load_from_string(proto.SerializeToString()), None)
     get("infer_shapes").fn(m, TransformContext())
+    params = {"skip_simplified_layer_norm": True, **params}
     result = get("fuse_ort_contrib").fn(m, TransformContext(), target="onnxruntime", **params)
     check(m.graph)
     return onnx_format.to_proto(m), result
@@ -104,11 +105,14 @@ def test_summands_that_differ_at_run_time_are_refused_with_their_shapes() -> Non
     same_at_two_sizes(before, after)
 
 
-def test_skip_layer_norm_is_off_by_default() -> None:
-    """onnxruntime's CPU SkipLayerNormalization is slower than what it replaces (see the transform's docstring)."""
-    before = residual(rms=False)
-    after, result = fuse(before)
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "simplified"])
+def test_skip_fusions_are_off_by_default(rms: bool) -> None:
+    """onnxruntime's CPU skip kernels are slower than what they replace (see the transform's docstring)."""
+    before = residual(rms=rms)
+    after, result = fuse(before, skip_simplified_layer_norm=False)
     assert ops(after) == ops(before) and not result.changed
+    m = onnx_format.from_proto(onnx.load_from_string(before.SerializeToString()), None)
+    assert not get("fuse_ort_contrib").fn(m, TransformContext(), target="onnxruntime").changed
 
 
 def position_embedding() -> onnx.ModelProto:

@@ -2,15 +2,16 @@
 
 Before (BERT, ViT, and every encoder exported with eager attention; ``x`` is (B, S, H_in))::
 
-    q = Transpose(Reshape(x·Wq + bq, (B, S, N, d)), perm=[0, 2, 1, 3])
-    kᵀ = Transpose(Reshape(x·Wk + bk, (B, S, N, d)), perm=[0, 2, 3, 1])
-    v = Transpose(Reshape(x·Wv + bv, (B, S, N, d)), perm=[0, 2, 1, 3])
-    p = Softmax(MatMul(q, kᵀ) / c   [+ M])            (or · c)
+    q = Transpose(Reshape(x·Wq [+ bq], (B, S, N, d)), perm=[0, 2, 1, 3])
+    kᵀ = Transpose(Reshape(x·Wk [+ bk], (B, S, N, d)), perm=[0, 2, 3, 1])
+    v = Transpose(Reshape(x·Wv [+ bv], (B, S, N, d)), perm=[0, 2, 1, 3])
+    p = Softmax(MatMul(q, kᵀ) [/ c | · c]  [+ M0 [+ M1]])
     y = Reshape(Transpose(MatMul(p, v), perm=[0, 2, 1, 3]), (B, S, N·d))
 
 After (``target="onnxruntime"``)::
 
     y = com.microsoft::Attention(x, [Wq | Wk | Wv], [bq | bk | bv], , , M; num_heads = N, scale = 1/c)
+    (M = M0 + M1, one Add, when there are two: T5's position bias and its padding mask)
 
 The maths: ``Attention`` projects ``x`` with the packed weights (one matrix product instead
 of three), splits heads, and computes ``softmax(scale · q·kᵀ + M)·v`` per head, exactly the
@@ -30,8 +31,7 @@ width; a head split or merge other than the above, or ``N``/``d`` differing betw
 v; a Softmax over another axis; a scale that is not a positive one-element constant; a mask
 of another shape; an intermediate read outside the pattern or being a graph output; a model
 the shape probe cannot run (its reason).  Cross-attention (k, v from another tensor), causal
-masks written with ``Where`` (GPT-2) and T5's unscaled attention with a position bias are
-left alone: they don't match.
+masks written with ``Where`` (GPT-2) are left alone: they don't match.
 
 Cost: one sweep, O(N), plus the shape probe's two onnxruntime runs when a candidate exists;
 O(H_in·H) per fusion to pack the weights.
@@ -59,31 +59,36 @@ def _perm(expected: list[int]):
     return lambda node: [int(p) for p in (node.attr("perm") or ())] == expected
 
 
-def _projection(t: str) -> Pattern:
+def _projection(t: str, biased: bool) -> Pattern:
     mm = std_op("MatMul", ANY(name="x"), CONST(name=f"w{t}"), name=f"mm{t}")
-    return std_op("Add", mm, CONST(name=f"b{t}"), commutative=True, name=f"add{t}")
+    return std_op("Add", mm, CONST(name=f"b{t}"), commutative=True, name=f"add{t}") if biased else mm
 
 
 def _transpose(inner: Pattern, name: str, perm: list[int]) -> Pattern:
     return P("Transpose", inner, name=name, domain="", where=_perm(perm))
 
 
-def _attention(masked: bool, divide: bool) -> Pattern:
-    q = _transpose(std_op("Reshape", _projection("q"), ANY(name="shapeq"), name="splitq"), "tq", _HEADS_FIRST)
-    k = _transpose(std_op("Reshape", _projection("k"), ANY(name="shapek"), name="splitk"), "tk", _KEY_TRANSPOSED)
-    v = _transpose(std_op("Reshape", _projection("v"), ANY(name="shapev"), name="splitv"), "tv", _HEADS_FIRST)
-    qk = std_op("MatMul", q, k, name="qk")
-    scaled = (std_op("Div", qk, CONST(name="scale"), name="scaled") if divide
-              else std_op("Mul", qk, CONST(name="scale"), commutative=True, name="scaled"))
-    scores = std_op("Add", scaled, ANY(name="mask"), commutative=True, name="masked") if masked else scaled
+def _attention(biased: bool, scaling: str, masks: int) -> Pattern:
+    """One form: projections with or without biases; scores divided, multiplied or not scaled;
+    zero, one or two additive masks (T5 adds its position bias, then the padding mask)."""
+    def heads(t: str, perm: list[int]) -> Pattern:
+        return _transpose(std_op("Reshape", _projection(t, biased), ANY(name=f"shape{t}"), name=f"split{t}"),
+                          f"t{t}", perm)
+
+    qk = std_op("MatMul", heads("q", _HEADS_FIRST), heads("k", _KEY_TRANSPOSED), name="qk")
+    scores: Pattern = {"div": std_op("Div", qk, CONST(name="scale"), name="scaled"),
+                       "mul": std_op("Mul", qk, CONST(name="scale"), commutative=True, name="scaled"),
+                       "none": qk}[scaling]
+    for i in range(masks):
+        scores = std_op("Add", scores, ANY(name=f"mask{i}"), commutative=True, name=f"masked{i}")
     probs = P("Softmax", scores, name="softmax", domain="")
-    context = std_op("MatMul", probs, v, name="context")
-    merged = _transpose(context, "tctx", _HEADS_FIRST)
-    return std_op("Reshape", merged, ANY(name="shapeout"), name="merge")
+    context = std_op("MatMul", probs, heads("v", _HEADS_FIRST), name="context")
+    return std_op("Reshape", _transpose(context, "tctx", _HEADS_FIRST), ANY(name="shapeout"), name="merge")
 
 
-_ALL_PATTERNS = [(f"attention{'_masked' if masked else ''}_{'div' if divide else 'mul'}", _attention(masked, divide))
-                 for masked in (True, False) for divide in (True, False)]
+_ALL_PATTERNS = [(f"attention{'_bias' if biased else ''}_{scaling}_{masks}mask", _attention(biased, scaling, masks))
+                 for biased in (True, False) for masks in (2, 1, 0) for scaling in ("div", "mul", "none")
+                 if scaling != "none" or masks]
 
 
 def _candidates(model: Model) -> list[Value]:
@@ -99,6 +104,9 @@ def _candidates(model: Model) -> list[Value]:
             add = node.inputs[0].producer
             if add is not None and add.op == "Add":
                 out += [v for v in add.inputs if v is not None]
+                inner = add.inputs[0].producer if add.inputs[0] is not None else None
+                if inner is not None and inner.op == "Add":
+                    out += [v for v in inner.inputs if v is not None]
     return out
 
 
@@ -109,13 +117,17 @@ def _node(m: Match, name: str) -> Node:
 
 
 def _rule(model: Model, probe: ShapeProbe):
+    summed: dict[tuple[int, int], Value] = {}  # one M0 + M1 per pair of masks, shared by the layers reading it
+
     def rule(m: Match) -> Replacement | Skip:
         """Check weights, scale, head split/merge and mask shapes; emit com.microsoft::Attention."""
         reason = why_not_closed(m)
         if reason:
             return m.skip(reason)
         weights = [np.asarray(m.array(f"w{t}")) for t in "qkv"]
-        biases = [np.asarray(m.array(f"b{t}")) for t in "qkv"]
+        width = weights[0].shape[-1] if weights[0].ndim else 0
+        biases = [np.asarray(m.array(f"b{t}")) if m.get(f"b{t}") is not None else np.zeros(width, np.float32)
+                  for t in "qkv"]
         if any(w.dtype != np.float32 or w.ndim != 2 or w.shape != weights[0].shape for w in weights):
             return m.skip(f"the projections are not 2-D float32 constants of one shape: {[w.shape for w in weights]}")
         hidden = weights[0].shape[1]
@@ -124,10 +136,12 @@ def _rule(model: Model, probe: ShapeProbe):
         axis = int(_node(m, "softmax").attr("axis", -1))
         if axis not in (-1, 3):
             return m.skip(f"Softmax over axis {axis}, not the last")
-        c = scalar(m["scale"].value)
-        if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
-            return m.skip("the scale is not a positive one-element float32 constant")
-        scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
+        scale = 1.0
+        if m.get("scale") is not None:
+            c = scalar(m["scale"].value)
+            if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
+                return m.skip("the scale is not a positive one-element float32 constant")
+            scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
         heads, why = _check_shapes(m, probe, hidden)
         if heads is None:
             return m.skip(why)
@@ -135,13 +149,22 @@ def _rule(model: Model, probe: ShapeProbe):
         assert root is not None
         packed_w = m.constant(np.concatenate(weights, axis=1), name=f"{root.name}_qkv_weight")
         packed_b = m.constant(np.concatenate(biases), name=f"{root.name}_qkv_bias")
-        mask: Value | None = m["mask"].value if m.get("mask") is not None else None
+        masks: list[Value] = [m[f"mask{i}"].value for i in range(2) if m.get(f"mask{i}") is not None]  # type: ignore[misc]
+        nodes: list[Node] = []
         inputs: list[Value | None] = [m["x"].value, packed_w, packed_b]
-        if mask is not None:
-            inputs += [None, None, mask]
+        if len(masks) == 2:  # (s + b0) + b1 -> s + (b0 + b1): one bias for the kernel
+            key = (id(masks[0]), id(masks[1]))
+            if key not in summed:
+                combined = new_node("Add", masks, _node(m, "masked1"))  # type: ignore[arg-type]
+                combined.output.name, combined.output.shape = f"{root.name}_attention_bias", None
+                nodes.append(combined)
+                summed[key] = combined.output
+            masks = [summed[key]]
+        if masks:
+            inputs += [None, None, masks[0]]
         attrs = {"num_heads": Attr.int(heads), "scale": Attr.float(float(scale))}
         require_ms_domain(model)
-        return Replacement([new_node("Attention", inputs, root, domain=MS_DOMAIN, attrs=attrs)])
+        return Replacement([*nodes, new_node("Attention", inputs, root, domain=MS_DOMAIN, attrs=attrs)])
 
     return rule
 
@@ -173,12 +196,17 @@ def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
     for b, a, xs in zip(before, after, runs, strict=True):
         if b != (xs[0], xs[1], n, d) or a != (xs[0], xs[1], n * d):
             return None, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d)"
-    if m.get("mask") is not None:
-        masks = probe.shapes(m["mask"].value)  # type: ignore[arg-type]
-        if masks is None:
+    names = [f"mask{i}" for i in range(2) if m.get(f"mask{i}") is not None]
+    if names:
+        found = [probe.shapes(m[name].value) for name in names]  # type: ignore[arg-type]
+        if any(f is None for f in found):
             return None, f"the runtime shape of the mask is unknown ({probe.error or 'not probed'})"
-        for shape, xs in zip(masks, runs, strict=True):
-            if len(shape) != 4 or shape[0] not in (1, xs[0]) or shape[1] not in (1, n) or shape[2:] != (xs[1], xs[1]):
+        for i, xs in enumerate(runs):
+            parts = [f[i] for f in found]  # type: ignore[index]
+            if any(len(p) != 4 for p in parts):
+                return None, f"the mask of shapes {parts} is not 4-D"
+            shape = tuple(int(d) for d in np.broadcast_shapes(*parts))
+            if shape[0] not in (1, xs[0]) or shape[1] not in (1, n) or shape[2:] != (xs[1], xs[1]):
                 return None, f"the mask of shape {shape} is not (B or 1, N or 1, S, S) for x of shape {xs}"
     return n, ""
 

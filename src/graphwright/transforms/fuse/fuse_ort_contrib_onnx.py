@@ -13,16 +13,17 @@ nothing and says so.  With ``target="onnxruntime"``, before → after (run it af
         → com.microsoft::FastGelu(x, b)
     [Add(a, bias) ─►] Add(·, s) ─► LayerNormalization(·, γ[, β]; axis = last)     (skip_layer_norm=true)
         → com.microsoft::SkipLayerNormalization(a, s, γ[, β][, bias]; epsilon)
-    [Add(a, bias) ─►] Add(·, s) ─► SimplifiedLayerNormalization(·, γ)   (RMSNorm, see fuse_rms_norm)
+    [Add(a, bias) ─►] Add(·, s) ─► SimplifiedLayerNormalization(·, γ)   (skip_simplified_layer_norm=true)
         → com.microsoft::SkipSimplifiedLayerNormalization(a, s, γ[, bias]; epsilon)
 
-``skip_layer_norm`` is off by default: on onnxruntime 1.32's CPU kernels, measured, one
-``SkipLayerNormalization`` takes 3.5–4.9× the time of the ``Add``, ``Add`` and
-``LayerNormalization`` it replaces at batch 1–8 × sequence 128 × hidden 256–768 (one or two
-threads), and whole BERT/GPT-2/ViT models get ~10 % slower with it
-(``benchmarks/ort_transformers.md``); turn it on for fewer nodes or for other execution
-providers.  ``SkipSimplifiedLayerNormalization`` costs about what it replaces and is on
-(``skip_simplified_layer_norm=false`` turns it off).
+Both skip fusions are off by default because they make onnxruntime's CPU inference slower,
+measured on onnxruntime 1.32 (one thread, sequence 128): one ``SkipLayerNormalization`` takes
+3.5–5.9× the time of the ``Add``, ``Add`` and ``LayerNormalization`` it replaces (hidden 256–1024,
+batch 1 and 8), and whole BERT/GPT-2/ViT models get ~10 % slower with it;
+``SkipSimplifiedLayerNormalization`` takes 1.1–1.7× the time of ``Add``, ``Add``,
+``SimplifiedLayerNormalization`` at batch 1 and 0.9–1.1× at batch 8, and T5 gets ~3 % slower
+(``benchmarks/ort_transformers.md``).  Turn them on for fewer nodes, or for execution providers
+whose kernels are faster.
     [Transpose(a) ─►] MatMul(·, [Transpose(b)]) [─► Mul(·, α)]
         → com.microsoft::FusedMatMul(a, b; transA, transB, alpha)
 
@@ -429,7 +430,7 @@ def _sweeps(model: Model, skip_ops: frozenset[str]) -> list[RuleSet]:
 
 @transform("fuse_ort_contrib", dialects={"onnx"})
 def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STANDARD, skip_layer_norm: bool = False,
-                     skip_simplified_layer_norm: bool = True) -> TransformResult:
+                     skip_simplified_layer_norm: bool = False) -> TransformResult:
     """Fuse Conv+activation, bias+Gelu, residual+LayerNorm and Transpose+MatMul into onnxruntime contrib ops."""
     check_target("fuse_ort_contrib", target)
     if target != ONNXRUNTIME:
