@@ -9,8 +9,9 @@ from onnx import TensorProto, helper
 from tensorboard.compat.proto import graph_pb2
 
 from graphwright import formats
-from graphwright.diff import diff_models, write_provenance
+from graphwright.diff import diff_models, read_provenance, write_provenance
 from graphwright.diff.provenance import provenance_json
+from graphwright.simplify import simplify
 from graphwright.transforms import run_pipeline
 from tests.transforms._onnx_build import F, init, model, vi
 
@@ -75,3 +76,30 @@ def test_a_float_output_made_int8_is_quantized_and_a_new_node_added() -> None:
     assert ("quantized", ("cast",), ("cast",), "float32 -> int8") in kinds
     assert ("added", (), ("extra",), "") in kinds
     assert diff.a.parameters == 0 and diff.b.parameters == 3
+
+
+def test_simplify_folds_a_weight_transpose_and_merges_duplicate_constants(tmp_path: Path) -> None:
+    """Both done by transforms that edit the graph directly: recorded coarsely, but by kind."""
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    nodes = [helper.make_node("Transpose", ["w"], ["wt"], name="tr", perm=[1, 0]),
+             helper.make_node("MatMul", ["x", "wt"], ["m0"], name="mm"),
+             helper.make_node("Relu", ["m0"], ["m"], name="relu"),
+             helper.make_node("Constant", [], ["c1"], name="const1", value=helper.make_tensor("v1", F, [3], [1, 2, 3])),
+             helper.make_node("Constant", [], ["c2"], name="const2", value=helper.make_tensor("v2", F, [3], [1, 2, 3])),
+             helper.make_node("Add", ["m", "c1"], ["a1"], name="add1"),
+             helper.make_node("Mul", ["a1", "c2"], ["y"], name="mul")]
+    a, _ = model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 3])], inits=[init("w", w)])
+    b, _ = model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 3])], inits=[init("w", w)])
+    b, _report = simplify(b)
+    formats.save(b, tmp_path / "b.onnx")
+    write_provenance(b, tmp_path / "b.onnx")
+    reread = formats.load(tmp_path / "b.onnx")
+    assert [n.op for n in reread.graph] == ["MatMul", "Relu", "Add", "Mul"]
+    diff = diff_models(a, reread, provenance=read_provenance(tmp_path / "b.onnx.provenance.json"))
+    by_kind = {c.kind: c for c in diff.changes}
+    assert set(by_kind) == {"folded", "merged"}
+    assert by_kind["folded"].before == ["tr"] and by_kind["folded"].constants == ["wt"]
+    assert "wt" in {v.name for v in reread.graph.initializers}
+    merged = by_kind["merged"]
+    assert merged.before in (["const1"], ["const2"]) and merged.detail in ("const1", "const2")
+    assert merged.detail != merged.before[0]

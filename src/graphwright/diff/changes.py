@@ -6,7 +6,8 @@ name, and the nodes that are not matched are grouped by structure — connected 
 of A and of B that touch the same unchanged neighbours are one change — and the report says so.
 
 Kinds of change: ``fused`` (k nodes of A became one node of B, constants aside), ``folded``
-(nodes of A became constants), ``replaced`` (k nodes became n > 1), ``removed`` (gone with no
+(nodes of A became constants), ``merged`` (a duplicate removed, its readers reading its twin),
+``replaced`` (k nodes became n > 1), ``removed`` (gone with no
 replacement: eliminated, bypassed), ``added``, ``renamed``, ``retyped`` (same node, another op
 or output dtype) and ``quantized`` (a float output became an integer one, or a quantized op).
 
@@ -28,7 +29,7 @@ from ..transforms.runner import node_key
 __all__ = ["ModelSide", "Change", "ModelDiff", "diff_models", "side_of", "KINDS", "neighbourhood", "nodes_by_key"]
 
 #: Kinds of change, in the order reports list them.
-KINDS = ("fused", "folded", "replaced", "quantized", "retyped", "renamed", "removed", "added")
+KINDS = ("fused", "folded", "merged", "replaced", "quantized", "retyped", "renamed", "removed", "added")
 
 _CONST_OPS = frozenset({"Const", "Constant"})
 _INT_DTYPES = ("int8", "uint8", "int16", "int4", "uint4")
@@ -65,6 +66,8 @@ class Change:
     rule: str | None = None
     coarse: bool = False
     detail: str = ""
+    #: initializers (constants that are not nodes) the ``before`` nodes were folded into
+    constants: list[str] = field(default_factory=list)
 
     def title(self) -> str:
         k, n = len(self.before), len(self.after)
@@ -76,7 +79,10 @@ class Change:
             main = [op for op in self.ops_after if op not in _CONST_OPS] or self.ops_after
             return f"fused {k} nodes ({ops(self.ops_before)}) into 1 {main[0]}"
         if self.kind == "folded":
+            n = n or len(self.constants)
             return f"folded {k} node{'s' * (k != 1)} ({ops(self.ops_before)}) into {n} constant{'s' * (n != 1)}"
+        if self.kind == "merged":
+            return f"merged duplicate {self.ops_before[0]} {self.before[0]} into {', '.join(self.after) or self.detail or '?'}"
         if self.kind == "replaced":
             return f"replaced {k} nodes ({ops(self.ops_before)}) by {n} ({ops(self.ops_after)})"
         if self.kind == "removed":
@@ -157,6 +163,12 @@ def _dtype(node: Node) -> str | None:
     return node.outputs[0].dtype.value
 
 
+def _dtype_changed(old: Node, new: Node) -> bool:
+    """Both output dtypes known and different (an unknown dtype is not a change)."""
+    ta, tb = _dtype(old), _dtype(new)
+    return ta is not None and tb is not None and ta != tb
+
+
 def _is_const(node: Node) -> bool:
     return node.op in _CONST_OPS
 
@@ -222,12 +234,12 @@ def diff_models(a: Model, b: Model, *, path_a: str | None = None, path_b: str | 
                      changes, notes)
 
 
-def _classify(before: list[Node], after: list[Node]) -> tuple[str, str]:
-    """(kind, detail) of nodes of A that became nodes of B."""
+def _classify(before: list[Node], after: list[Node], constants: list[str]) -> tuple[str, str]:
+    """(kind, detail) of nodes of A that became nodes of B (or the initializers ``constants``)."""
     if not before:
         return "added", ""
     if not after:
-        return "removed", ""
+        return ("folded", "") if constants else ("removed", "")
     if all(_is_const(n) for n in after) and not all(_is_const(n) for n in before):
         return "folded", ""
     if len(before) == 1 and len(after) == 1:
@@ -250,10 +262,10 @@ def _classify(before: list[Node], after: list[Node]) -> tuple[str, str]:
 
 
 def _change(before: list[Node], after: list[Node], *, exact: bool, step: str | None = None,
-            rule: str | None = None, coarse: bool = False) -> Change:
-    kind, detail = _classify(before, after)
+            rule: str | None = None, coarse: bool = False, constants: list[str] | None = None) -> Change:
+    kind, detail = _classify(before, after, constants or [])
     return Change(kind, [node_key(n) for n in before], [node_key(n) for n in after], [n.op for n in before],
-                  [n.op for n in after], exact, step, rule, coarse, detail)
+                  [n.op for n in after], exact, step, rule, coarse, detail, list(constants or []))
 
 
 def _by_provenance(nodes_a: dict[str, Node], nodes_b: dict[str, Node], prov: Mapping[str, Any]) -> list[Change]:
@@ -273,27 +285,35 @@ def _by_provenance(nodes_a: dict[str, Node], nodes_b: dict[str, Node], prov: Map
         rules = list(dict.fromkeys(e.get("rule") for e in entries if e.get("rule")))
         coarse = any(e.get("coarse") for e in entries)
         if len(before) == 1 and len(after) == 1 and node_key(before[0]) == node_key(after[0]) \
-                and before[0].op == after[0].op and _dtype(before[0]) == _dtype(after[0]):
+                and before[0].op == after[0].op and not _dtype_changed(before[0], after[0]):
             continue  # re-made identical (a step put back what it took)
         change = _change(_a_order(before, nodes_a), after, exact=not coarse, step=" > ".join(steps) or None,
                          rule=", ".join(rules) or None, coarse=coarse)
         changes.append(change)
     # original nodes no node of B carries: removed, grouped by step and rule and connectivity in A
-    removed: dict[tuple[str | None, str | None, bool], list[str]] = {}
+    removed: dict[tuple[str | None, str | None, bool, bool], list[str]] = {}
     for name, fate in prov["removed"].items():
         if name in nodes_a:
-            key = (fate.get("step"), fate.get("rule"), bool(fate.get("coarse")))
+            if fate.get("merged"):
+                twins = [nodes_b[n] for n in fate.get("into", ()) if n in nodes_b]
+                change = _change([nodes_a[name]], twins, exact=not fate.get("coarse"), step=fate.get("step"),
+                                 rule=fate.get("rule"), coarse=bool(fate.get("coarse")))
+                change.kind, change.detail = "merged", ", ".join(fate.get("into", ()))
+                changes.append(change)
+                continue
+            key = (fate.get("step"), fate.get("rule"), bool(fate.get("coarse")), bool(fate.get("folded")))
             removed.setdefault(key, []).append(name)
-    for (step, rule, coarse), names in removed.items():
+    for (step, rule, coarse, folded), names in removed.items():
         for part in _connected([nodes_a[n] for n in names]):
+            into = [c for n in part for c in prov["removed"][node_key(n)].get("into", ())] if folded else []
             changes.append(_change(_a_order(part, nodes_a), [], exact=not coarse, step=step, rule=rule,
-                                   coarse=coarse))
+                                   coarse=coarse, constants=list(dict.fromkeys(into))))
     # nodes the steps did not make but changed in place (op or dtype), under the same name
     for name, old in nodes_a.items():
         if name in made or name in prov["removed"]:
             continue
         new = nodes_b.get(name)
-        if new is not None and (new.op != old.op or _dtype(new) != _dtype(old)):
+        if new is not None and (new.op != old.op or _dtype_changed(old, new)):
             changes.append(_change([old], [new], exact=True))
     return changes
 
@@ -350,8 +370,11 @@ def _by_structure(graph_a: Graph, graph_b: Graph, nodes_a: dict[str, Node], node
             added.setdefault(target, []).append(node)
     changes = [_change(before, after, exact=False) for before, after in fused.values()]
     changes.extend(_change([nodes_a[old]], [nodes_b[new]], exact=False) for old, new in renamed.items())
+    constants = {v.name for v in graph_b.initializers}
     for group in removed.values():
-        changes.extend(_change(part, [], exact=False) for part in _connected(group))
+        for part in _connected(group):
+            into = [v.name for n in part for v in n.outputs if v.name in constants]
+            changes.append(_change(part, [], exact=False, constants=into))
     for group in added.values():
         changes.extend(_change([], part, exact=False) for part in _connected(group))
     for name in kept:  # same name and op: changed only if the output dtype changed

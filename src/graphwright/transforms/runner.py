@@ -281,6 +281,8 @@ class Provenance:
         #: bypass targets of this step: (node read instead, origins of the match, rule)
         self._bypassed: list[tuple[Node, tuple[str, ...], str]] = []
         self._signatures: dict[Node, tuple[int, ...]] = {}
+        self._folded: dict[Node, bool] = {}  # removed by the engine into new initializers only
+        self._out_names: dict[Node, list[str]] = {}
 
     # -- one step ---------------------------------------------------------------
     def begin(self, model: Model) -> None:
@@ -292,12 +294,15 @@ class Provenance:
                            for node in nodes}
         self._bypassed = []
         self._signatures = {node: _signature(node) for node in nodes}
+        # output names as they were: a folder may rename a value and give its name to a constant
+        self._out_names = {node: [v.name for v in node.outputs] for node in nodes}
         for node in self._before:  # nodes added between steps (by hand, by a loader) are their own origin
             if node not in self.origins:
                 self.origins[node] = (node_key(node),)
                 self.original.setdefault(node_key(node), node.op)
         self._new = {}
         self._gone = {}
+        self._folded = {}
 
     def rewrite(self, rw: Rewrite) -> None:
         """The engine's callback: one applied replacement."""
@@ -338,6 +343,8 @@ class Provenance:
             into = list(dict.fromkeys(v.name for v in rw.mapping.values()))
         for node in [*rw.removed, *swept_nodes]:
             self._gone[node] = (rw.rule, into)
+            if rw.initializers and not into_nodes:
+                self._folded[node] = True
 
     def end(self, model: Model, label: str) -> None:
         after = _nodes(model)
@@ -363,11 +370,34 @@ class Provenance:
             self.made[node] = (label, None, False)
         # nodes made and removed within the step (a later sweep undid an earlier one) count too
         transient = [n for n in self._gone if n not in self._before and n not in after_set]
-        for node in [*vanished, *transient]:
+        departed = [*vanished, *transient]
+        # an output that is now an initializer: the node was folded into that constant
+        constants = ({v.name for g in all_graphs(model) for v in g.initializers}
+                     if any(node not in self._gone or not self._gone[node][1] for node in departed) else set())
+        readers: dict[Node, list[Node]] | None = None
+        for node in departed:
             rule, into = self._gone.get(node, ("", []))
+            names = self._out_names.get(node) or [v.name for v in node.outputs]
+            folded = [name for name in names if name in constants] if not into else []
+            merged: list[str] = []
+            if not into and not folded and node in self._before:
+                # its readers now read a node of the same op instead: merged into that one
+                if readers is None:
+                    readers = {}
+                    for reader, producers in self._producers.items():
+                        for producer in producers:
+                            readers.setdefault(producer, []).append(reader)
+                merged = list(dict.fromkeys(
+                    node_key(v.producer) for r in readers.get(node, ()) if r in after_set for v in r.inputs
+                    if v is not None and v.producer is not None and v.producer.op == node.op
+                    and v.producer not in self._producers.get(r, ())))
             for name in self.origins.get(node, ()):
-                self.fates[name] = {"step": label, "rule": rule or None, "into": into,
+                self.fates[name] = {"step": label, "rule": rule or None, "into": into or folded or merged,
                                     "coarse": node not in self._gone or not rule}
+                if folded or (into and self._folded.get(node)):
+                    self.fates[name]["folded"] = True
+                if merged:
+                    self.fates[name]["merged"] = True
             self.origins.pop(node, None)
             self.made.pop(node, None)
         self._before = set()
@@ -375,6 +405,8 @@ class Provenance:
         self._producers = {}
         self._signatures = {}
         self._bypassed = []
+        self._folded = {}
+        self._out_names = {}
         self._new = {}
         self._gone = {}
 
@@ -444,8 +476,9 @@ class Provenance:
             origins = self.origins.get(node, ())
             alive.update(origins)
             made = self.made.get(node)
-            if origins == (node_key(node),) and made is None:
-                continue
+            key = node_key(node)
+            if origins == (key,) and (made is None or self.original.get(key) == node.op):
+                continue  # an original node under its own name and op (maybe re-made by a step)
             entry: dict[str, Any] = {"op": node.op, "from": list(origins)}
             if made is not None:
                 entry["step"], entry["rule"], entry["coarse"] = made[0], made[1], made[2]
