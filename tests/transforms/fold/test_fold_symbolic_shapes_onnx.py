@@ -50,14 +50,20 @@ def _i(name: str, *values: int, scalar: bool = False):
 
 
 def _fold_twice(m):
-    """Shape inference, the pass, dead-code elimination; a second round must change nothing."""
+    """Rounds of shape inference, the pass and dead-code elimination (as simplify's fixed point runs them):
+    they settle within three rounds (a glue node whose other reader died goes in the next), and then a
+    further round changes nothing.  Returns the first round's result."""
+    results = []
+    for _ in range(3):
+        apply(m, "infer_shapes")
+        results.append(apply(m, "fold_symbolic_shapes"))
+        apply(m, "eliminate_dead_code")
+        if not results[-1].changed:
+            break
     apply(m, "infer_shapes")
-    first = apply(m, "fold_symbolic_shapes")
-    apply(m, "eliminate_dead_code")
-    apply(m, "infer_shapes")
-    second = apply(m, "fold_symbolic_shapes")
-    assert not second.changed, second.stats
-    return first
+    again = apply(m, "fold_symbolic_shapes")
+    assert not again.changed, again.stats
+    return results[0]
 
 
 def _check_sizes(p, m, sizes) -> None:

@@ -19,10 +19,13 @@ the operators it follows).  Then, node by node:
   the same glue); the later one's readers read the earlier one;
 * **one Shape slice**: a 1-D value whose elements are dims ``i..j`` of one value
   ``x`` becomes ``Shape(x, start=i, end=j)`` (``Concat`` of a shape's own pieces,
-  ``Unsqueeze(Gather(Shape(x), i))``); opset >= 15, or the whole shape;
+  ``Unsqueeze(Gather(Shape(x), i))``), when an input of the node it replaces
+  goes with it; opset >= 15, or the whole shape;
 * **regrouped Concat**: a ``Concat`` of dims, constants and other pieces is
   rebuilt from one ``Shape`` slice per run of consecutive dims of one value
-  and one constant per run of ints, when that needs fewer computed inputs;
+  and one constant per run of ints, when fewer ``Shape`` nodes are made than
+  computed inputs read by this ``Concat`` alone go; a 1-D ``Concat`` read only
+  by another ``Concat`` is flattened into it;
 * **Reshape/Expand targets** (``allowzero`` 0, or 1 without literal zeros)
   whose elements are known become constants: ints as they are, a dim the input
   has at the same position ``0`` (copy), a dim whose output size is a known int
@@ -71,7 +74,7 @@ class _Folder:
         self.shape_attrs = opset_version(model, default=0) >= 15
         self.stats = dict.fromkeys(("constants", "vectors_merged", "shape_slices", "concats_regrouped",
                                     "targets_folded", "rnn_states_dropped", "transposes_to_reshape",
-                                    "noops_removed"), 0)
+                                    "noops_removed", "concats_flattened"), 0)
 
     # ----- helpers -----------------------------------------------------------------------------
     def _rank(self, value: Value) -> int | None:
@@ -140,6 +143,7 @@ class _Folder:
             self._rnn_state(node)
             if self._transpose(graph, node):
                 continue
+            self._flatten(node)
             if len(node.outputs) == 1 and node.op != "Constant":
                 self._vector(graph, node)
 
@@ -169,7 +173,7 @@ class _Folder:
             return
         if rank != 1 or out.dtype is not DType.INT64 or not elems:
             return
-        if node.op != "Shape":
+        if node.op != "Shape" and _freed(node, ()):
             run = self._shape_run(elems, 0)
             if run is not None and run[2] - run[1] == len(elems):
                 new = self._shape_node(graph, node, *run)
@@ -179,6 +183,23 @@ class _Folder:
                 return
         if node.op == "Concat":
             self._regroup(graph, node, elems)
+
+    def _flatten(self, node: Node) -> None:
+        """Concat(a, Concat(b, c)) of 1-D vectors -> Concat(a, b, c) when the inner one has no other reader."""
+        if node.op != "Concat" or self._rank(node.output) != 1 or int(node.attr("axis", 0)) not in (0, -1):
+            return
+        inputs: list[Value | None] = []
+        for v in node.inputs:
+            inner = v.producer if v is not None else None
+            if (inner is not None and inner.op == "Concat" and is_standard(inner) and inner.graph is node.graph
+                    and v.num_uses == 1 and not v.is_graph_output and int(inner.attr("axis", 0)) in (0, -1)
+                    and self._rank(v) == 1):
+                inputs.extend(inner.inputs)
+            else:
+                inputs.append(v)
+        if len(inputs) != len(node.inputs):
+            node.set_inputs(inputs)
+            self.stats["concats_flattened"] += 1
 
     def _regroup(self, graph: Graph, node: Node, elems: list[Elem]) -> None:
         """Rebuild a Concat from Shape slices, constant runs and (aligned) original inputs."""
@@ -212,10 +233,8 @@ class _Folder:
                 k = end
                 continue
             return
-        computed = sum(1 for v in node.inputs if v is not None and const_array(v) is None)
         made = sum(1 for kind, _ in pieces if kind == "shape")
-        kept = sum(1 for kind, v in pieces if kind == "keep" and const_array(v) is None)  # type: ignore[arg-type]
-        if made + kept >= computed:
+        if made >= _freed(node, [v for kind, v in pieces if kind == "keep"]):  # type: ignore[misc]
             return
         inputs: list[Value] = []
         for kind, what in pieces:
@@ -313,6 +332,13 @@ class _Folder:
         self.lattice.visit(reshape)
         self.stats["transposes_to_reshape"] += 1
         return True
+
+
+def _freed(node: Node, kept: object) -> int:
+    """How many computed inputs of ``node`` (not in ``kept``) it alone reads: their producers go with it."""
+    keep = {id(v) for v in kept}  # type: ignore[attr-defined]
+    return sum(1 for v in node.inputs if v is not None and id(v) not in keep and v.producer is not None
+               and v.producer.op != "Constant" and v.num_uses == 1 and not v.is_graph_output)
 
 
 def _zeros(value: Value | None, depth: int = 0) -> bool:
