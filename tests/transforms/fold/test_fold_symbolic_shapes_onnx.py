@@ -368,3 +368,19 @@ def test_an_expand_that_broadcasts_stays() -> None:
     _fold_twice(m)
     assert "Expand" in ops(m)
     _check_sizes(p, m, [{"B": 2, "S": 3}, {"B": 1, "S": 1}])
+
+
+def test_a_concat_read_only_by_a_concat_is_flattened() -> None:
+    """Resize sizes Concat([1, 2], Concat(h, w)) with h = 2H, w = 3W computed (w read elsewhere) ->
+    one Concat([1, 2], h, w); outputs equal at two image sizes."""
+    nodes = [mk("Shape", ["x"], ["s"], start=2), mk("Add", ["s", "s"], ["hw2"]), mk("Mul", ["s", "three"], ["hw3"]),
+             mk("Slice", ["hw2", "z0", "z1"], ["h"]), mk("Slice", ["hw3", "z1", "z2"], ["w"]),
+             mk("Concat", ["h", "w"], ["inner"], axis=0), mk("Shape", ["x"], ["nc"], end=2),
+             mk("Concat", ["nc", "inner"], ["sizes"], axis=0),
+             mk("Resize", ["x", "", "", "sizes"], ["r"], mode="nearest"),
+             mk("Cast", ["w"], ["wf"], to=F), mk("Mul", ["r", "wf"], ["y"])]
+    inits = [_i("z0", 0), _i("z1", 1), _i("z2", 2), _i("three", 3)]
+    m, p = model(nodes, [vi("x", F, [1, 2, "H", "W"])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["concats_flattened"] == 1 and ops(m).count("Concat") == 1
+    _check_sizes(p, m, [{"H": 2, "W": 3}, {"H": 5, "W": 1}])
