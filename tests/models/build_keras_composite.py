@@ -10,6 +10,10 @@
 * ``lstm_loop_keras3`` / ``lstm_loop_tf_keras``: the ``lstm`` model built with Keras 3 / tf-keras
   and frozen by ``convert_variables_to_constants_v2(..., lower_control_flow=False)``: each LSTM
   inlined into a functional ``While`` / ``StatelessWhile`` loop (no interface left).
+* ``layer_norm_tf_keras``: tf-keras ``LayerNormalization`` twice, with its default epsilon 1e-3
+  (frozen as the fused-batch-norm trick: Reshape, ``FusedBatchNormV3``, Reshape, Mul, Add) and
+  with 1e-5 (below cuDNN's minimum, so frozen as Mean/SquaredDifference/Rsqrt/Mul/Sub), a
+  ``Dense`` between them; batch 2, 6 tokens, width 16.
 * ``encoder``: a hand-built Keras 3 transformer encoder block (multi-head self-attention,
   residual + ``LayerNormalization``, feed-forward ``Dense(gelu exact)`` and
   ``Dense(gelu tanh)``, residual + ``LayerNormalization``), batch 2, 6 tokens, width 16,
@@ -38,7 +42,7 @@ from ._keras_common import freeze_keras_model, graphdef_facts, run_frozen_graph,
 
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
-NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras")
+NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras", "layer_norm_tf_keras")
 SEED = 0
 BATCH, STEPS, FEATURES = 2, 7, 5
 TOKENS, WIDTH, HEADS = 6, 16, 2
@@ -116,10 +120,23 @@ def _encoder() -> tuple[keras.Model, tf.compat.v1.GraphDef, list[str], list[str]
     return model, graph_def, inputs, outputs
 
 
+def _layer_norms() -> tuple[tf_keras.Model, tf.compat.v1.GraphDef, list[str], list[str]]:
+    tf_keras.utils.set_random_seed(SEED)
+    layers = tf_keras.layers
+    inp = tf_keras.Input((TOKENS, WIDTH), batch_size=BATCH, name="tokens")
+    random = {"gamma_initializer": "random_normal", "beta_initializer": "random_normal"}
+    x = layers.LayerNormalization(name="norm_fused", **random)(inp)  # epsilon 1e-3
+    x = layers.Dense(WIDTH, name="dense")(x)
+    out = layers.LayerNormalization(epsilon=1e-5, name="norm_plain", **random)(x)
+    model = tf_keras.Model(inp, out)
+    graph_def, inputs, outputs = freeze_keras_model(model, (BATCH, TOKENS, WIDTH), input_name="tokens")
+    return model, graph_def, inputs, outputs
+
+
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     """Build, freeze, write and verify one model; return its ModelInfo."""
-    if name == "encoder":
-        model, graph_def, inputs, outputs = _encoder()
+    if name in ("encoder", "layer_norm_tf_keras"):
+        model, graph_def, inputs, outputs = _encoder() if name == "encoder" else _layer_norms()
         shape = (BATCH, TOKENS, WIDTH)
     else:
         model, graph_def, inputs, outputs = _recurrent(name)

@@ -63,6 +63,23 @@ def test_refusals_say_why() -> None:
         ours(_batch_norm_form([-1]), "fuse_mkl_layer_norm(target=cuda)", ["x"], ["out"])
 
 
+def test_tf_keras_layer_norms_both_frozen_forms_become_mkl_layer_norm() -> None:
+    """tf-keras' LayerNormalization: the fused-batch-norm trick (epsilon 1e-3) and the Sub form (1e-5)."""
+    info = composite_model("layer_norm_tf_keras")
+    data = info.path.read_bytes()
+    assert ops(data)["FusedBatchNormV3"] == 1 and ops(data)["Sub"] == 1
+    got, report = ours(data, "fuse_mkl_layer_norm", list(info.inputs), info.outputs)
+    assert report.steps[0].stats == {"layer_norm_fused_batch_norm": 1, "layer_norm_sub_gamma": 1, "fused": 2}
+    assert ops(got)["_MklLayerNorm"] == 2
+    for gone in ("FusedBatchNormV3", "Fill", "Prod", "Mean", "Rsqrt", "Sub"):  # the trick's shape maths too
+        assert gone not in ops(got), gone
+    eps = sorted(round(n.attr["epsilon"].f, 9) for n in nodes(got).values() if n.op == "_MklLayerNorm")
+    assert eps == [1e-5, 1e-3]
+    feeds, expected = info.reference_data()
+    (tf_out,) = oracle.run_graphdef(got, feeds, info.outputs)
+    np.testing.assert_allclose(tf_out, expected[info.outputs[0]], rtol=1e-5, atol=2e-5)
+
+
 # -- the frozen Keras 3 transformer encoder (issue 13 item 9)
 
 ENCODER_PIPELINE = "fuse_mkl_layer_norm{t} fuse_matmul_gelu{t}"

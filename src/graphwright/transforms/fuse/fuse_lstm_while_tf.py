@@ -44,7 +44,7 @@ from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
 
-__all__ = ["fuse_lstm_while"]
+__all__ = ["constant_expression", "drop_unread_producers", "fuse_lstm_while"]
 
 #: BlockLSTMV2's outputs: i, cs, f, o, ci, co, h.
 _CS, _H = 1, 6
@@ -230,22 +230,23 @@ def _cond_bounds(cond: _Body) -> dict[int, str] | str:
     return bounds
 
 
-def _value_of(value: Value | None, depth: int = 8) -> np.ndarray | None:
-    """A small constant expression's value (Consts, through the NumPy kernels), or None."""
+def constant_expression(value: Value | None, depth: int = 8, max_bytes: int = 1 << 22) -> np.ndarray | None:
+    """The value of a small constant expression (Consts combined by ops the NumPy folding kernels
+    know: Keras' ``Max(T, Range(0, 0))``, ``Fill(Pack(Prod(..)), 1)``...), or None.  O(expression)."""
     if value is None or depth < 0:
         return None
     tensor = constant_value(value)
     if tensor is not None:
         return tensor.numpy()
     node = value.producer
-    if node is None or node.op in ("Placeholder", "While", "StatelessWhile"):
+    if node is None or node.op in ("Placeholder", "While", "StatelessWhile") or node.control_inputs:
         return None
-    inputs = [_value_of(v, depth - 1) for v in node.inputs]
+    inputs = [constant_expression(v, depth - 1, max_bytes) for v in node.inputs]
     if any(a is None for a in inputs):
         return None
     try:
-        return evaluate(node, inputs, max_bytes=1 << 16)[value.index]  # type: ignore[arg-type]
-    except KernelError:
+        return evaluate(node, inputs, max_bytes=max_bytes)[value.index]  # type: ignore[arg-type]
+    except (KernelError, ValueError):
         return None
 
 
@@ -263,7 +264,7 @@ def _steps(xs: Value) -> tuple[Value, int] | None:
         origin = origin.inputs[0].producer if origin.inputs[0] is not None else None
     if origin is None or origin.op != "Transpose" or origin.inputs[0] is None:
         return None
-    perm, shape = _value_of(origin.inputs[1]), origin.inputs[0].shape
+    perm, shape = constant_expression(origin.inputs[1]), origin.inputs[0].shape
     if perm is None or shape is None or len(shape) != perm.size or not isinstance(shape[int(perm[0])], int):
         return None
     return x_tm, int(shape[int(perm[0])])  # type: ignore[arg-type]
@@ -290,7 +291,7 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
         found = _steps(xs)
         x_tm, steps = found if found is not None else (xs.producer.inputs[0], None)
         for position in roles["counters"]:
-            start = _value_of(inputs[position])
+            start = constant_expression(inputs[position])
             if start is None or start.size != 1 or start.reshape(-1)[0] != 0:
                 return m.skip(f"loop variable {position} (a counter) does not start at 0")
         bounds = _cond_bounds(cond)
@@ -302,7 +303,7 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
         for position, ref in bounds.items():
             limit = cond.const(ref)
             if limit is None and cond.arg(ref) is not None:
-                limit = _value_of(inputs[cond.arg(ref)])  # type: ignore[index]
+                limit = constant_expression(inputs[cond.arg(ref)])  # type: ignore[index]
             if position not in roles["counters"] or limit is None or limit.size != 1:
                 return m.skip("the loop condition's bound is not a constant on a counter")
             limits[position] = int(limit.reshape(-1)[0])
@@ -311,7 +312,7 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
         if limits[roles["time"]] != steps or min(limits.values()) < steps or steps < 1:
             return m.skip(f"the loop runs {min(limits.values())} times, not the sequence's {steps}")
         reserve = inputs[roles["out"]].producer if inputs[roles["out"]] is not None else None  # type: ignore[union-attr]
-        count = _value_of(reserve.inputs[1]) if reserve is not None and reserve.op == "TensorListReserve" else None
+        count = constant_expression(reserve.inputs[1]) if reserve is not None and reserve.op == "TensorListReserve" else None
         wanted = steps if roles["writes"] == "every" else 1
         if count is None or count.size != 1 or int(count.reshape(-1)[0]) != wanted:
             return m.skip(f"the output list is not a TensorListReserve of {wanted} elements")
@@ -339,7 +340,7 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
             return node
 
         kernel, recurrent = inputs[roles["K"]], inputs[roles["R"]]
-        arrays = [_value_of(kernel), _value_of(recurrent)]
+        arrays = [constant_expression(kernel), constant_expression(recurrent)]
         if arrays[0] is not None and arrays[1] is not None and arrays[0].ndim == arrays[1].ndim == 2:
             w = const(np.concatenate(arrays, axis=0).astype(np.float32), "w", f32)  # type: ignore[arg-type]
             units = arrays[1].shape[0]
@@ -395,7 +396,7 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
     return rule
 
 
-def _drop_unread(value: Value | None) -> None:
+def drop_unread_producers(value: Value | None) -> None:
     """Remove the producers of ``value`` nothing reads any more, recursively, side-effect-free ops only."""
     pending = [value]
     while pending:
@@ -418,7 +419,7 @@ def fuse_lstm_while(model: Model, ctx: TransformContext) -> TransformResult:
     rules.add(P("While|StatelessWhile", dialect="tf"), _make_rule(functions(model), former), name="lstm_loop")
     report = apply_rules(model, [rules], subgraphs=False)
     for value in dict.fromkeys(former):
-        _drop_unread(value)
+        drop_unread_producers(value)
     if report.applied:
         drop_unused_functions(model)
     return result_of(report, stats={"loops_fused": report.applied})

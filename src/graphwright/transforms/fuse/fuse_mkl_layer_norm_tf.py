@@ -9,10 +9,16 @@ through ``StopGradient`` or directly)::
     y = x · s + (β − m · s)               (tf.nn.batch_normalization's form)
     y = x · s + Neg(m) · s                (no β)         and s = Rsqrt(v + ε) with no γ
 
+and tf-keras' fused path (its default ε = 1e-3): each row of the last axis made a channel of a
+training-mode NCHW batch norm with unit scale and zero offset::
+
+    y = Reshape(FusedBatchNormV3(Reshape(x, [1, R, C, 1]), 1, 0, [], []; ε), shape) · γ + β
+
 After::
 
     y = _MklLayerNorm(x, γ[C], β[C]; epsilon=ε)                    x of static rank 2 or 3
     y = Reshape(_MklLayerNorm(Reshape(x, [-1, C]), γ, β), Shape(x))  otherwise
+    y = Reshape(_MklLayerNorm(Reshape(x, [-1, C]), γ, β), shape)     the batch-norm form
 
 The maths: ``(x − E[x]) · rsqrt(Var[x] + ε) · γ + β`` over the last axis, which is what the
 kernel computes (it takes 2-D or 3-D inputs and normalizes the last axis: checked in TF 2.21,
@@ -43,8 +49,9 @@ from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Ski
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
+from .fuse_lstm_while_tf import constant_expression, drop_unread_producers
 
-__all__ = ["TARGETS", "fuse_mkl_layer_norm", "rename_roots"]
+__all__ = ["TARGETS", "fuse_mkl_layer_norm", "rename_roots", "static_rank"]
 
 #: What may be emitted: TF's x86 build (oneDNN), a build without oneDNN, a GPU.
 TARGETS = ("onednn", "eigen", "gpu")
@@ -59,6 +66,36 @@ _VAR = P("Mean", P("SquaredDifference", _X, _MEAN | P("StopGradient", _MEAN, nam
          CONST(name="var_axes"), name="var")
 _INV = P("Rsqrt", P("Add|AddV2", _VAR, CONST(name="eps"), commutative=True, name="add_eps"), name="rsqrt")
 _SCALED = P("Mul", _INV, ANY(name="gamma"), commutative=True, name="scale")
+
+
+#: tf-keras' LayerNormalization when its epsilon allows the fused path (its default 1e-3): rows of the
+#: input become the channels of a training-mode NCHW FusedBatchNorm with unit scale and zero offset.
+_BATCH_NORM_FORM = P("Add|AddV2", P("Mul", P("Reshape", P(
+    "FusedBatchNorm|FusedBatchNormV2|FusedBatchNormV3", P("Reshape", _X, ANY(name="rows_shape"), name="rows"),
+    ANY(name="bn_scale"), ANY(name="bn_offset"), ANY(name="bn_mean"), ANY(name="bn_var"), name="bn", port=0),
+    ANY(name="back_shape"), name="back"), ANY(name="gamma"), commutative=True, name="scaled"), ANY(name="beta"),
+    commutative=True)
+
+
+def _batch_norm_geometry(m: Match) -> tuple[int, float] | str:
+    """``(C, ε)`` when the FusedBatchNorm normalizes each row of the last axis of width C, or why not."""
+    bn = m["bn"].node
+    assert bn is not None
+    fmt = bn.attr("data_format", b"NHWC")
+    if not bn.attr("is_training", True) or (fmt if isinstance(fmt, bytes) else str(fmt).encode()) != b"NCHW":
+        return f"{bn.name!r} is not a training-mode NCHW batch norm (the layer-norm trick)"
+    rows = constant_expression(m["rows_shape"].value)
+    back = constant_expression(m["back_shape"].value)
+    if rows is None or back is None:
+        return "the reshapes around the batch norm do not have constant shapes"
+    rows, back = rows.reshape(-1).tolist(), back.reshape(-1).tolist()
+    if (len(rows) != 4 or rows[0] != 1 or rows[3] != 1 or not back or back[-1] != rows[2]
+            or int(np.prod(back[:-1])) != rows[1]):
+        return f"reshapes {rows} and {back} do not put each row of the last axis in a channel"
+    scale, offset = constant_expression(m["bn_scale"].value), constant_expression(m["bn_offset"].value)
+    if scale is None or offset is None or not (scale == 1).all() or (offset != 0).any():
+        return "the batch norm's own scale and offset are not ones and zeros"
+    return int(rows[2]), float(bn.attr("epsilon", 1e-4))
 
 
 def _forms(scale: Pattern) -> list[tuple[str, Pattern]]:
@@ -95,6 +132,31 @@ def _per_channel(value: Value) -> tuple[np.ndarray | None, str]:
     return array.reshape(-1), ""
 
 
+_SAME_RANK = frozenset({"BiasAdd", "Identity", "Relu", "Relu6", "Tanh", "Sigmoid", "Neg", "StopGradient"})
+_BROADCAST = frozenset({"Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum"})
+
+
+def static_rank(value: Value | None, depth: int = 8) -> int | None:
+    """The rank of ``value`` when the graph fixes it (a known shape, a Reshape to a constant shape,
+    through rank-keeping and broadcasting ops), else None.  O(depth)."""
+    if value is None or depth < 0:
+        return None
+    if value.shape is not None:
+        return len(value.shape)
+    node = value.producer
+    if node is None:
+        return None
+    if node.op == "Reshape":
+        shape = constant_expression(node.inputs[1]) if len(node.inputs) > 1 else None
+        return int(shape.size) if shape is not None else None
+    if node.op in _SAME_RANK:
+        return static_rank(node.inputs[0], depth - 1)
+    if node.op in _BROADCAST:
+        ranks = [static_rank(v, depth - 1) for v in node.inputs[:2]]
+        return max(ranks) if None not in ranks else None  # type: ignore[type-var]
+    return None
+
+
 def _last_axis(m: Match, name: str) -> str | None:
     node = m[name].node
     assert node is not None
@@ -102,27 +164,32 @@ def _last_axis(m: Match, name: str) -> str | None:
     if not node.attr("keep_dims", False):
         return f"{node.name!r} does not keep the reduced axis (keep_dims=false)"
     if axes.tolist() != [-1]:
-        x = m["x"].value
-        rank = len(x.shape) if x is not None and x.shape is not None else None
+        rank = static_rank(m["x"].value)
         if rank is None or axes.tolist() != [rank - 1]:
             return f"{node.name!r} reduces axes {axes.tolist()}, not the last axis only"
     return None
 
 
-def _make_rule(target: str, renames: list[tuple[Node, str]]):
+def _make_rule(target: str, renames: list[tuple[Node, str]], former: list[Value | None]):
     def rule(m: Match) -> Replacement | Skip:
         """The whole chain checked, then one _MklLayerNorm (reshaped around when x is not 2-D/3-D)."""
         if target in _NOT_ON:
             return m.skip(_NOT_ON[target])
-        reason = why_not_closed(m) or _last_axis(m, "mean") or _last_axis(m, "var")
-        if reason:
-            return m.skip(reason)
+        geometry: tuple[int, float] | str | None = None
+        if m.get("bn") is not None:
+            geometry = why_not_closed(m) or _batch_norm_geometry(m)
+            if isinstance(geometry, str):
+                return m.skip(geometry)
+        else:
+            reason = why_not_closed(m) or _last_axis(m, "mean") or _last_axis(m, "var")
+            if reason:
+                return m.skip(reason)
         x = m["x"].value
         root = m.node
         assert x is not None and root is not None
         if x.dtype is not DType.FLOAT32:
             return m.skip(f"the normalized tensor is {x.dtype}, not float32")
-        eps = m.const("eps").numpy()
+        eps = np.float32(geometry[1]) if geometry is not None else m.const("eps").numpy()
         if eps.size != 1 or not float(eps.reshape(-1)[0]) >= 0:
             return m.skip("epsilon is not a non-negative one-element constant")
         params: dict[str, np.ndarray] = {}
@@ -138,6 +205,8 @@ def _make_rule(target: str, renames: list[tuple[Node, str]]):
         if len(widths) != 1:
             return m.skip(f"γ and β have different widths {sorted(widths)}")
         (width,) = widths
+        if geometry is not None and geometry[0] != width:
+            return m.skip(f"γ/β have {width} values, the normalized rows {geometry[0]}")
         graph = root.graph
         assert graph is not None
         made: list[Node] = []
@@ -158,17 +227,24 @@ def _make_rule(target: str, renames: list[tuple[Node, str]]):
         scale = const(params.get("gamma", np.ones(width, np.float32)), "scale", DType.FLOAT32)
         offset = const(params.get("beta", np.zeros(width, np.float32)), "offset", DType.FLOAT32)
         t32, i32 = Attr.dtype(DType.FLOAT32), Attr.dtype(DType.INT32)
-        rank = len(x.shape) if x.shape is not None else None
+        rank = static_rank(x)
         rows = x
-        if rank not in (2, 3):
+        if rank not in (2, 3) or geometry is not None:
             rows = op("Reshape", [x, const(np.array([-1, width], np.int32), "rows_shape", DType.INT32)], "rows",
                       DType.FLOAT32, T=t32, Tshape=i32).output
         norm = op("_MklLayerNorm", [rows, scale, offset], "layer_norm", DType.FLOAT32, T=t32,
                   epsilon=Attr.float(float(eps.reshape(-1)[0])))
-        if rank not in (2, 3):
+        if geometry is not None:  # back to the shape the original reshaped to
+            back = m["back_shape"].value
+            assert back is not None
+            norm = op("Reshape", [norm.output, back], "restore", DType.FLOAT32, T=t32,
+                      Tshape=Attr.dtype(back.dtype or DType.INT32))
+        elif rank not in (2, 3):
             shape = op("Shape", [x], "shape", DType.INT32, T=t32, out_type=i32)
             norm = op("Reshape", [norm.output, shape.output], "restore", DType.FLOAT32, T=t32, Tshape=i32)
         norm.output.shape = x.shape
+        if geometry is not None:  # the batch norm's computed inputs, unread once it is gone
+            former.extend(m[name].value for name in ("rows_shape", "bn_scale", "bn_offset", "bn_mean", "bn_var"))
         renames.append((norm, root.name))  # the fused node answers to the root's name (fetches)
         return Replacement(made, {root.output: norm.output})
 
@@ -191,10 +267,14 @@ def fuse_mkl_layer_norm(model: Model, ctx: TransformContext, *, target: str = "o
         raise TransformError(f"fuse_mkl_layer_norm: unknown target {target!r}; choose from {', '.join(TARGETS)}")
     rules = RuleSet(name="fuse_mkl_layer_norm")
     renames: list[tuple[Node, str]] = []
-    rule = _make_rule(target, renames)
+    former: list[Value | None] = []
+    rule = _make_rule(target, renames, former)
     for scale_name, scale in (("gamma", _SCALED), ("no_gamma", _INV)):
         for name, pattern in _forms(scale):
             rules.add(pattern, rule, name=f"layer_norm_{name}_{scale_name}")
+    rules.add(_BATCH_NORM_FORM, rule, name="layer_norm_fused_batch_norm")
     report = apply_rules(model, [rules])
     rename_roots(renames)
+    for value in dict.fromkeys(former):
+        drop_unread_producers(value)
     return result_of(report, stats={**report.by_rule, "fused": report.applied})
