@@ -52,6 +52,7 @@ MODELS = [
     ("tflite_real", "transformer_int16x8", {"BATCH_MATMUL", "FULLY_CONNECTED", "MEAN", "ADD", "MUL", "SUB"}),
     ("tflite_real", "landmarks_int8", {"CONV_2D", "DEPTHWISE_CONV_2D", "PRELU", "ADD", "FULLY_CONNECTED",
                                        "LOGISTIC", "MEAN", "CONCATENATION"}),
+    ("tflite_math", "relu01_int8", {"RELU_0_TO_1"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
 ]
@@ -409,7 +410,7 @@ def _hard_swish(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
 
 IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.ndarray]] = {
     "ADD": lambda p, x, out: _add_sub(p, x, out, 1), "SUB": lambda p, x, out: _add_sub(p, x, out, -1),
-    "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale,
+    "MUL": _mul, "LOGISTIC": _table, "TANH": _table, "RELU": _rescale, "RELU6": _rescale, "RELU_0_TO_1": _rescale,
     "QUANTIZE": _quantize, "DEQUANTIZE": _dequantize, "AVERAGE_POOL_2D": lambda p, x, out: _pool(p, x, out, True),
     "MAX_POOL_2D": lambda p, x, out: _pool(p, x, out, False), "MEAN": _mean,
     "SOFTMAX": _any_softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
@@ -418,7 +419,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
-TABLES = ("RELU", "RELU6", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too
+TABLES = ("RELU", "RELU6", "RELU_0_TO_1", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too
 
 
 def _inputs(folder: Path, doc: dict[str, Any], op: dict[str, Any], tensors: dict[str, np.ndarray]) -> list[np.ndarray]:

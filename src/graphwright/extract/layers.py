@@ -39,7 +39,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   for each next element and ``y = MBQM64(p, m, shift) + zp_out``, ``m·2^(shift−31) ≈
   s_in/s_out^(1/n)``, where MBQM64 is the int64 multiply (the multiplier rounded to 15 bits,
   ``(p·r + 2^(14−shift)) >> (15−shift)``, wrapped to int32).
-* RELU / RELU6 / RELU_N1_TO_1: ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``.
+* RELU / RELU6 / RELU_N1_TO_1 / RELU_0_TO_1: ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``.
 * QUANTIZE (integer to integer): ``y = clamp(MBQM(x − zp_in, multiplier, shift) + zp_out)``;
   from float: ``y = clamp(round_half_away(x / scale) + zp_out)``.  DEQUANTIZE:
   ``scale·(x − zp_in)``.
@@ -458,7 +458,7 @@ def _rescale(node: Node, real: float | None = None) -> Params | None:
             "multiplier": m, "shift": s}
 
 
-@_layer("RELU", "RELU6", "RELU_N1_TO_1")
+@_layer("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1")
 def _relu(node: Node) -> Params | None:
     """The interpreter divides the scales in float32 before widening (elementwise.py, inline)."""
     qs = _quants(node, 0)
@@ -467,7 +467,8 @@ def _relu(node: Node) -> Params | None:
     q_in, q_out = qs
     params = _rescale(node, _f32(q_in.s, over=q_out.s))
     assert params is not None
-    bounds = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}[node.op]
+    bounds = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0),
+              "RELU_0_TO_1": (0.0, 1.0)}[node.op]
     tmin, tmax = (int(v) for v in (np.iinfo(_dtype(node.outputs[0])).min, np.iinfo(_dtype(node.outputs[0])).max))
     scale = np.float32(q_out.s)
     params["activation_min"] = max(tmin, q_out.zp + int(_half_away(np.float32(bounds[0]) / scale)))
