@@ -626,3 +626,26 @@ def test_c_header_holds_every_kind_of_layer_parameter(tmp_path: Path) -> None:
     out = subprocess.run([str(tmp_path / "check")], check=True, capture_output=True, text=True).stdout.split()
     assert float(out[0]) == layer["real_multiplier"][0] and out[1] == "real"
     assert int(out[2]) == table.params["table"][255]
+
+
+def _frexp_multiplier(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier from frexp: ``real = q·2^(shift−31)``, q in [2^30, 2^31) rounded half away."""
+    fraction, shift = math.frexp(real)
+    q = math.floor(fraction * 2**31 + 0.5)
+    return (q // 2, shift + 1) if q == 2**31 else (q, shift)
+
+
+@pytest.mark.parametrize(("family", "name"), [("tflite_math", "unary_int8"), ("tflite_math", "legacy_uint8")])
+def test_log_softmax_parameters_follow_litert_prepare(family: str, name: str, tmp_path: Path) -> None:
+    """LOG_SOFTMAX's parameters recomputed from the input scale with LiteRT's formulas
+    (PreprocessLogSoftmaxScalingExp with β = 1 and 5 integer bits, CalculateInputRadius).  (Its
+    ``diff_min`` lies below any 8-bit difference at these scales, so LiteRT's outputs cannot show it.)"""
+    info = get_model(family, name)
+    manifest = extract(info.path, tmp_path / "out")
+    layer = next(x for x in manifest.layers if x.op == "LOG_SOFTMAX")
+    p = layer.params
+    real = min(float(np.float32(p["input_scale"])) * 2.0**26, 2.0**31 - 1)
+    m, left = _frexp_multiplier(real)
+    assert (p["input_multiplier"], p["input_left_shift"]) == (m, left)
+    assert (p["reverse_scaling_divisor"], p["reverse_scaling_shift"]) == _frexp_multiplier((1 << (31 - left)) / m)
+    assert p["diff_min"] == -math.floor(31.0 * 2**26 / 2**left)

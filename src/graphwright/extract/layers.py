@@ -88,6 +88,11 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   ``clamp16(MBQM(Σ w_f·(x − zp_in), feature_multiplier, feature_shift))`` as each filter's newest
   entry; ``y = clamp8(MBQM(bias + Σ_rank Σ_memory w_t·state, output_multiplier, output_shift) + zp_out)``
   (``rank``, ``memory_size`` given).
+* LOG_SOFTMAX (8-bit): per row ``d = x − max``, ``a = MBQM(d, input_multiplier,
+  input_left_shift)`` (Q5.26), ``S = Σ_{d ≥ diff_min} RDBPOT(exp(a), 12)`` (gemmlowp's exp on
+  negative values, Q12.19), ``L = log(S)`` (Q5.26); elements with ``d`` above
+  ``max(diff_min − 1, MBQM(L − 2^31, reverse_scaling_divisor, reverse_scaling_shift))`` give
+  ``clamp(RDBPOT(a − L, 22) + type max)``, the others the type's minimum.
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -97,7 +102,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), LOG_SOFTMAX.
+instead), 8-bit DIV, L2_NORMALIZATION, quantized RESIZE_BILINEAR.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -124,6 +129,7 @@ from ..runtime.reference.conv import accumulator, channel_scales, multipliers
 from ..runtime.reference.elementwise import LEFT_SHIFT
 from ..runtime.reference.fixedpoint import fold_divisor
 from ..runtime.reference.luts import lut16_double
+from ..runtime.reference.math_ops import log_softmax_params
 
 __all__ = ["INTEGER_TYPES", "layer_params"]
 
@@ -759,3 +765,19 @@ def _svdf(node: Node) -> Params | None:
     return {"input_zero_point": qs[0].zp, "output_zero_point": qs[4].zp,  # type: ignore[union-attr]
             "feature_multiplier": m1, "feature_shift": e1, "output_multiplier": m2, "output_shift": e2,
             "rank": int(node.attr("rank", 1) or 1), "memory_size": int(times.shape[1])}  # type: ignore[union-attr]
+
+
+@_layer("LOG_SOFTMAX")
+def _log_softmax(node: Node) -> Params | None:
+    """LiteRT's 8-bit LOG_SOFTMAX Prepare (PreprocessLogSoftmaxScalingExp, β = 1, 5 integer bits),
+    as the interpreter's math_ops computes it: ``input_multiplier``/``input_left_shift`` (the
+    difference to the row maximum into Q5.26), ``reverse_scaling_divisor``/``_shift`` and
+    ``diff_min``; the output is fixed at scale 16/256 with the zero point at the type's top."""
+    qs = _quants(node, 0)
+    if qs is None or _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
+        return None
+    q_in, q_out = qs
+    m, left, m_rev, s_rev, diff_min = log_softmax_params(q_in.s)
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "input_scale": float(np.float32(q_in.s)),
+            "output_scale": float(np.float32(q_out.s)), "input_multiplier": int(m), "input_left_shift": int(left),
+            "reverse_scaling_divisor": int(m_rev), "reverse_scaling_shift": int(s_rev), "diff_min": int(diff_min)}

@@ -481,11 +481,11 @@ def log_softmax(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
     params = ctx.cache.get("log_softmax")
     if params is None:
-        params = ctx.cache["log_softmax"] = _log_softmax_params(elementwise._quants(ctx, 0)[0].s)
+        params = ctx.cache["log_softmax"] = log_softmax_params(elementwise._quants(ctx, 0)[0].s)
     return [_log_softmax_q(x, *params, ctx.rounding)]
 
 
-def _log_softmax_params(s_in: float) -> tuple[int, int, int, int, int]:
+def log_softmax_params(s_in: float) -> tuple[int, int, int, int, int]:
     """``PreprocessLogSoftmaxScalingExp`` (beta 1, 5 integer bits): the input multiplier and
     left shift into Q5.26, the reverse multiplier and shift, and ``diff_min``."""
     real = min(float(F32(s_in)) * float(1 << 26), float((1 << 31) - 1))
