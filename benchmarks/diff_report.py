@@ -3,7 +3,7 @@ browser to load it, and time to draw every change.
 
 Usage (from the repo root)::
 
-    python benchmarks/diff_report.py [--models bert-base[,bert-large]] [--seed 0] [--json out.json]
+    python benchmarks/diff_report.py [--models bert-base[,bert-large]] [--seed 0] [--overhead 3] [--json out.json]
 
 The model is built by ``benchmarks/simplify_onnx.py``'s builder into ``benchmarks/_models/``
 (random-weight transformers BERT, TorchScript exporter, dynamic batch/sequence), in a child
@@ -18,8 +18,10 @@ child process:
    its script has drawn the changes open by default (``data-ready-ms``); a second load clicks
    "draw all shown" and records how long laying out and drawing every change took.
 
-There is no peer tool that writes such a report, so there are no ratios: the numbers are
-graphwright's alone.  Results are in ``benchmarks/diff_report.md``.
+There is no peer tool that writes such a report, so there are no ratios for it: the numbers are
+graphwright's alone.  ``--overhead N`` measures what recording provenance costs: ``simplify`` of
+the same model with the step runner's provenance on and switched off (patched out in the child),
+alternating, N runs each, medians and their ratio.  Results are in ``benchmarks/diff_report.md``.
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ formats.save(model, sys.argv[2])
 write_provenance(model, sys.argv[2], source=sys.argv[1])
 print(json.dumps({"seconds": time.perf_counter() - start, "nodes_before": report.before.nodes,
                   "nodes_after": report.after.nodes}))
+"""
+
+_OVERHEAD = """
+import contextlib, json, sys, time
+import graphwright.transforms.runner as runner
+from graphwright.simplify import simplify
+if sys.argv[2] == "off":  # the step runner without provenance: no recorder, no per-step bookkeeping
+    runner.recording = lambda callback: contextlib.nullcontext()
+    runner.Provenance.begin = lambda self, model: None
+    runner.Provenance.end = lambda self, model, label: None
+start = time.perf_counter()
+simplify(sys.argv[1])
+print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 
 _CLICK = """<script>
@@ -110,8 +125,8 @@ def run(name: str, seed: int | None) -> dict[str, object]:
     start = time.perf_counter()
     subprocess.run(argv, check=True, cwd=REPO)
     diff_seconds = time.perf_counter() - start
-    data = json.loads(subprocess.run([*argv[:-3], "--json"], check=True, capture_output=True, text=True,
-                                     cwd=REPO).stdout)
+    data = json.loads(subprocess.run([sys.executable, "-m", "graphwright.cli.main", "diff", str(a), str(b), "--json"],
+                                     check=True, capture_output=True, text=True, cwd=REPO).stdout)
     with tempfile.TemporaryDirectory() as tmp:
         dom, wall = browser(report, Path(tmp) / "p1")
         probe = Path(tmp) / "all.html"
@@ -125,8 +140,22 @@ def run(name: str, seed: int | None) -> dict[str, object]:
         "ready_ms": attr(dom, "data-ready-ms"), "drawn_at_load": attr(dom, "data-drawn-changes"),
         "chromium_wall_s": round(wall, 2), "draw_all_ms": attr(dom_all, "data-all-ms"),
         "drawn_all": attr(dom_all, "data-all-drawn"), "nodes_drawn_all": attr(dom_all, "data-all-nodes"),
-        "chromium_wall_all_s": round(wall_all, 2),
+        "chromium_wall_all_s": round(wall_all, 2), "error_histograms": len(re.findall(r'id="hist-\d+"', dom)),
     }
+
+
+def overhead(name: str, runs: int) -> dict[str, object]:
+    """simplify with and without provenance, alternating, each in a fresh child; medians."""
+    a = model_path(name)
+    times: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(runs):
+        for mode in ("on", "off"):
+            out = subprocess.run([sys.executable, "-c", _OVERHEAD, str(a), mode], check=True, capture_output=True,
+                                 text=True, cwd=REPO).stdout.strip().splitlines()[-1]
+            times[mode].append(json.loads(out)["seconds"])
+    on, off = sorted(times["on"])[runs // 2], sorted(times["off"])[runs // 2]
+    return {"model": name, "simplify_s_provenance": round(on, 2), "simplify_s_without": round(off, 2),
+            "ratio": round(on / off, 3), "runs": runs}
 
 
 def main() -> int:
@@ -134,8 +163,14 @@ def main() -> int:
     parser.add_argument("--models", default="bert-base")
     parser.add_argument("--seed", type=int, default=None, help="also run both models for per-output errors")
     parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--overhead", type=int, default=0, metavar="RUNS",
+                        help="also time simplify with and without provenance, RUNS times each (medians)")
     args = parser.parse_args()
-    rows = [run(name, args.seed) for name in args.models.split(",") if name]
+    names = [name for name in args.models.split(",") if name]
+    if args.overhead:
+        for name in names:
+            print(json.dumps(overhead(name, args.overhead)), flush=True)
+    rows = [run(name, args.seed) for name in names]
     for row in rows:
         print(json.dumps(row))
     print()

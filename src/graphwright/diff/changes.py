@@ -422,17 +422,19 @@ def _downstream(graph: Graph, known: Any) -> dict[str, str | None]:
     return target
 
 
-def neighbourhood(graph_nodes: Mapping[str, Node], names: list[str], *, limit: int = CONTEXT_LIMIT) -> dict[str, Any]:
-    """The nodes ``names`` and their unchanged neighbours (at most ``limit``), with the edges among
-    them, for a picture: ``{"nodes": [[name, op, changed]], "edges": [[i, j]], "more": n}``."""
+def neighbourhood(graph_nodes: Mapping[str, Node], names: list[str], *, limit: int = CONTEXT_LIMIT,
+                  mark: bool = True) -> dict[str, Any]:
+    """The nodes ``names`` (flagged changed, unless not ``mark``) and their neighbours (at most
+    ``limit`` more), with the edges among them, for a picture:
+    ``{"nodes": [[name, op, changed]], "edges": [[i, j]], "more": n}``."""
     core = [graph_nodes[n] for n in names if n in graph_nodes]
-    members: dict[Node, bool] = {n: True for n in core}
+    members: dict[Node, bool] = {n: mark for n in core}
     extra = 0
     for node in core:
         for other in _neighbours(node):
             if other in members:
                 continue
-            if sum(1 for v in members.values() if not v) >= limit:
+            if len(members) - len(core) >= limit:
                 extra += 1
                 continue
             members[other] = False

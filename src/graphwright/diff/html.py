@@ -153,10 +153,21 @@ def _card(i: int, change: Change) -> str:
             "</details>")
 
 
+def _pictures(change: Change, nodes_a: dict[str, Any], nodes_b: dict[str, Any]) -> dict[str, Any]:
+    before = neighbourhood(nodes_a, change.before)
+    if change.after:
+        return {"a": before, "b": neighbourhood(nodes_b, change.after)}
+    # nothing in B stands for the change: draw B around where it was (its neighbours that B still has)
+    around = [name for name, _op, changed in before["nodes"] if not changed and name in nodes_b]
+    after = neighbourhood(nodes_b, around, mark=False) if around else {"nodes": [], "edges": [], "more": 0}
+    after["gone"] = change.kind
+    return {"a": before, "b": after}
+
+
 def render_html(diff: ModelDiff, nodes_a: dict[str, Any], nodes_b: dict[str, Any],
                 errors: OutputErrors | None = None, *, title: str = "graphwright diff") -> str:
     """The report as one HTML string (``nodes_a``/``nodes_b``: name -> node of each main graph)."""
-    pictures = [{"a": neighbourhood(nodes_a, c.before), "b": neighbourhood(nodes_b, c.after)} for c in diff.changes]
+    pictures = [_pictures(c, nodes_a, nodes_b) for c in diff.changes]
     data = json.dumps({"changes": pictures, "open": OPEN_BY_DEFAULT}, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # no "</script>" inside the script element
     counts = diff.counts()
@@ -231,8 +242,8 @@ function short(name){var parts=name.split("/");var s=parts[parts.length-1];if(s.
 function draw(pic, side, query){
   if(pic.getAttribute("data-drawn")){return;}
   pic.setAttribute("data-drawn","1");
-  if(!side.nodes.length){var d=document.createElement("div");d.className="empty";d.textContent="(nothing: removed)";
-    pic.appendChild(d);return;}
+  if(!side.nodes.length){var d=document.createElement("div");d.className="empty";
+    d.textContent="("+(side.gone||"removed")+": nothing left here)";pic.appendChild(d);return;}
   var g=new dagre.graphlib.Graph();
   g.setGraph({rankdir:"TB",nodesep:18,ranksep:28,marginx:10,marginy:10});
   g.setDefaultEdgeLabel(function(){return {};});
