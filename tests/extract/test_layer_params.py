@@ -53,6 +53,7 @@ MODELS = [
     ("tflite_real", "landmarks_int8", {"CONV_2D", "DEPTHWISE_CONV_2D", "PRELU", "ADD", "FULLY_CONNECTED",
                                        "LOGISTIC", "MEAN", "CONCATENATION"}),
     ("tflite_math", "relu01_int8", {"RELU_0_TO_1"}),
+    ("tflite_zoo", "face_embed_int8", {"L2_NORMALIZATION", "PRELU", "DEPTHWISE_CONV_2D"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
 ]
@@ -285,6 +286,41 @@ def _any_softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     return _softmax_int16(p, x, out) if "exp_lut" in p else _softmax(p, x, out)
 
 
+def _inv_sqrt(value: int) -> tuple[int, int]:
+    """GetInvSqrtQuantizedMultiplierExp(value, reverse_shift=-1): 1/sqrt(value) as (m, shift),
+    five Newton-Raphson steps in Q3.28 on the value normalised into [2^27, 2^29)."""
+    if value <= 1:
+        return 2**31 - 1, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (32 - value.bit_length() - 1) // 2 - 1
+    shift -= pairs
+    value <<= 2 * pairs
+    x_in = np.int64(value >> 1)
+    half_in = _rdbpot(x_in, 1)
+    x = np.int64(1 << 28)
+    for _ in range(5):
+        x3 = np.clip(_srdhm(_srdhm(x, x), x) << 6, -(2**31), 2**31 - 1)  # Rescale<3> of an F9 product
+        step = _srdhm(np.int64((1 << 28) + (1 << 27)), x) - _srdhm(half_in, x3)
+        x = np.clip(step << 3, -(2**31), 2**31 - 1)
+    x = _srdhm(x, 1518500250)
+    if shift < 0:
+        x, shift = x << -shift, 0
+    return int(x), -shift
+
+
+def _l2_normalization(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    v = x[0].astype(np.int64) - p["input_zero_point"]
+    rows = v.reshape(-1, v.shape[-1])
+    y = np.empty_like(rows)
+    for i, row in enumerate(rows):
+        m, shift = _inv_sqrt(int((row * row).sum()))
+        y[i] = _mbqm(row, m, shift + p["output_shift"])
+    return _clamp(y.reshape(v.shape), p, out.dtype)
+
+
 def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """Inputs quantized as the output are copied; others (uint8 only) rescaled in float32:
     ``round(q·s + (−zp_in·s)) + zp_out`` with ``s = s_in·(1/s_out)``, clamped."""
@@ -416,7 +452,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "SOFTMAX": _any_softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
-    "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
+    "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, "L2_NORMALIZATION": _l2_normalization, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
 TABLES = ("RELU", "RELU6", "RELU_0_TO_1", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too

@@ -93,6 +93,9 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   negative values, Q12.19), ``L = log(S)`` (Q5.26); elements with ``d`` above
   ``max(diff_min − 1, MBQM(L − 2^31, reverse_scaling_divisor, reverse_scaling_shift))`` give
   ``clamp(RDBPOT(a − L, 22) + type max)``, the others the type's minimum.
+* L2_NORMALIZATION (int8): ``output_shift`` 7 (the output's fixed scale 1/128); per row
+  ``(m, e) = InvSqrt(Σ (x − zp_in)²)`` (gemmlowp's Newton–Raphson in Q3.28, as LiteRT's
+  GetInvSqrtQuantizedMultiplierExp), ``y = clamp(MBQM(x − zp_in, m, e + output_shift))``.
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -102,7 +105,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), 8-bit DIV, L2_NORMALIZATION, quantized RESIZE_BILINEAR.
+instead), 8-bit DIV, uint8 L2_NORMALIZATION, quantized RESIZE_BILINEAR.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -781,3 +784,16 @@ def _log_softmax(node: Node) -> Params | None:
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "input_scale": float(np.float32(q_in.s)),
             "output_scale": float(np.float32(q_out.s)), "input_multiplier": int(m), "input_left_shift": int(left),
             "reverse_scaling_divisor": int(m_rev), "reverse_scaling_shift": int(s_rev), "diff_min": int(diff_min)}
+
+
+@_layer("L2_NORMALIZATION")
+def _l2_normalization(node: Node) -> Params | None:
+    """int8 L2_NORMALIZATION (LiteRT's reference_integer_ops): the output is fixed at scale 1/128,
+    zero point 0; per row ``S = Σ (x − zp_in)²``, ``(m, e)`` = gemmlowp's inverse square root of
+    ``S`` (GetInvSqrtQuantizedMultiplierExp, reverse shift), ``y = clamp8(MBQM(x − zp_in, m, e + 7))``."""
+    qs = _quants(node, 0)
+    if qs is None or _dtype(node.inputs[0]) != np.int8:  # type: ignore[arg-type]
+        return None
+    q_in, q_out = qs
+    return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "output_scale": float(np.float32(q_out.s)),
+            "output_shift": 7, "activation_min": -128, "activation_max": 127}
