@@ -115,6 +115,9 @@ def _child(tool: str, src: str, dst: str) -> dict[str, object]:
         model, report = simplify(src)
         onnx_format.save(model, dst)
         nodes = report.after.nodes
+        # which passes changed the model, and their per-rule counts: what made the difference
+        passes = {name: {k: v for k, v in totals.items() if k not in ("runs", "seconds")}
+                  for name, totals in report.pass_totals().items() if totals["changed"]}
     elif tool == "onnxsim":
         import onnx
         import onnxsim
@@ -150,7 +153,10 @@ def _child(tool: str, src: str, dst: str) -> dict[str, object]:
     else:
         raise SystemExit(f"unknown tool {tool}")
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mb": _peak_kb() / 1024, "nodes": nodes}
+    result = {"seconds": seconds, "peak_mb": _peak_kb() / 1024, "nodes": nodes}
+    if tool == "graphwright":
+        result["passes"] = passes
+    return result
 
 
 def _peak_kb() -> int:

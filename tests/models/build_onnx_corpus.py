@@ -328,7 +328,8 @@ def _timm(base: str) -> Spec:
     torch = _torch()
     torch.manual_seed(SEED)
     if base == "timm_efficientformer_l1":
-        return _cnn_spec(timm.create_model("efficientformer_l1", pretrained=False, num_classes=10), (64, 64), None)
+        # its attention biases are sized for 224 px (7 x 7 in the last stage): batch dynamic only
+        return _cnn_spec(timm.create_model("efficientformer_l1", pretrained=False, num_classes=10), (224, 224), None)
     if base == "timm_mobilevit_xxs":
         return _cnn_spec(timm.create_model("mobilevit_xxs", pretrained=False, num_classes=10), (64, 64), None)
     if base == "timm_convnext_atto":
@@ -560,6 +561,7 @@ def _gru_loop() -> Spec:
 
 
 def spec_of(base: str) -> Spec:
+    _torchvision()  # timm and transformers import torchvision when it is installed: its operators first
     if base.startswith("tv_") or base == "resnet18_qdq":
         return _tv("tv_resnet18" if base == "resnet18_qdq" else base)
     if base.startswith("timm_"):
