@@ -61,3 +61,24 @@ def test_other_while_loops_are_left_alone_with_the_reason() -> None:
     assert any("not a Keras LSTM loop: the loop body writes 0 tensor lists" in n for n in notes(report))
     assert_same_outputs(data, got, {"x": np.arange(3, dtype=np.float32)}, ["out"])
 
+
+
+def test_lowered_loops_are_reported_not_fused() -> None:
+    """The default freezing lowers loops to Enter/Merge/Switch/Exit: said so, not fused."""
+    def fn() -> None:
+        x = v1.placeholder(tf.float32, [3], name="x")
+        _, total = tf.while_loop(lambda i, s: i < 4, lambda i, s: (i + 1, s + x), [tf.constant(0), x])
+        tf.identity(total, name="out")
+
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.disable_control_flow_v2()
+        try:
+            fn()
+        finally:
+            v1.enable_control_flow_v2()
+    data = graph.as_graph_def().SerializeToString()
+    assert ops(data)["Enter"] >= 1
+    got, report = ours(data, "fuse_lstm_while", ["x"], ["out"])
+    assert not report.steps[0].changed and ops(got) == ops(data)
+    assert any("1 lowered while loop(s)" in n for n in notes(report))

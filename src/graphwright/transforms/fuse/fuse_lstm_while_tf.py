@@ -422,4 +422,7 @@ def fuse_lstm_while(model: Model, ctx: TransformContext) -> TransformResult:
         drop_unread_producers(value)
     if report.applied:
         drop_unused_functions(model)
-    return result_of(report, stats={"loops_fused": report.applied})
+    frames = {n.attr("frame_name") for n in model.graph if n.op in ("Enter", "RefEnter")}
+    notes = [f"{len(frames)} lowered while loop(s) (Enter/Merge/Switch/Exit) left alone: only functional While "
+             "loops are recognised (freeze with lower_control_flow=False to keep them)"] if frames else []
+    return result_of(report, stats={"loops_fused": report.applied}, notes=notes)
