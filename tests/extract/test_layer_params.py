@@ -46,6 +46,8 @@ MODELS = [
     ("tflite_reduce", "reduce_int8", {"AVERAGE_POOL_2D", "MEAN", "SUB", "REDUCE_PROD"}),
     ("tflite_reduce", "reduce_int16x8", {"AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "REDUCE_PROD"}),
     ("tflite_conv", "convs_int8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
+    ("tflite_index", "index_int8", {"RESIZE_BILINEAR"}),
+    ("tflite_index", "index_int16x8", {"RESIZE_BILINEAR"}),
     ("tflite_conv", "convs_int16x8", {"TRANSPOSE_CONV", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"}),
     ("tflite_real", "transformer_int8", {"BATCH_MATMUL", "FULLY_CONNECTED", "MEAN", "SQUARED_DIFFERENCE", "RSQRT",
                                          "GELU", "SOFTMAX", "ADD", "MUL", "QUANTIZE"}),
@@ -321,6 +323,32 @@ def _l2_normalization(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndar
     return _clamp(y.reshape(v.shape), p, out.dtype)
 
 
+def _resize_bilinear(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """ResizeBilinearInteger from the extracted scales, after checking them against
+    round(2^10·in/out) (align_corners: over in − 1 and out − 1)."""
+    _, h, w, _ = x[0].shape
+    oh, ow = p["output_size"]
+    for n_in, n_out, key in ((h, oh, "height_scale_10"), (w, ow, "width_scale_10")):
+        exact = 1024 * (n_in - 1) / (n_out - 1) if p["align_corners"] and n_out > 1 else 1024 * n_in / n_out
+        assert abs(p[key] - exact) <= 0.5, key
+
+    def axis(n_out: int, n_in: int, scale: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        i = np.arange(n_out, dtype=np.int64)
+        pos = i * scale + scale // 2 - 512 if p["half_pixel_centers"] else i * scale
+        lo = np.maximum(np.trunc(pos / 1024).astype(np.int64), 0)
+        hi = np.minimum(np.trunc((pos + 1023) / 1024).astype(np.int64), n_in - 1)
+        return pos - 1024 * lo, lo, hi
+
+    fy, y0, y1 = axis(oh, h, p["height_scale_10"])
+    fx, x0, x1 = axis(ow, w, p["width_scale_10"])
+    fy, fx = fy[None, :, None, None], fx[None, None, :, None]
+    v = x[0].astype(np.int64)
+    acc = (v[:, y0][:, :, x0] * (1024 - fy) * (1024 - fx) + v[:, y1][:, :, x0] * fy * (1024 - fx)
+           + v[:, y0][:, :, x1] * (1024 - fy) * fx + v[:, y1][:, :, x1] * fy * fx)
+    nudged = acc + np.where(acc > 0, 1 << 19, -(1 << 19))
+    return np.trunc(nudged / 2**20).astype(np.int64).astype(out.dtype)
+
+
 def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """Inputs quantized as the output are copied; others (uint8 only) rescaled in float32:
     ``round(q·s + (−zp_in·s)) + zp_out`` with ``s = s_in·(1/s_out)``, clamped."""
@@ -452,7 +480,8 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "SOFTMAX": _any_softmax, "CONCATENATION": _concatenation, "FULLY_CONNECTED": _fully_connected,
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
-    "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, "L2_NORMALIZATION": _l2_normalization, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
+    "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, "L2_NORMALIZATION": _l2_normalization,
+    "RESIZE_BILINEAR": _resize_bilinear, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
 TABLES = ("RELU", "RELU6", "RELU_0_TO_1", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too

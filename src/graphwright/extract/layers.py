@@ -96,6 +96,11 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 * L2_NORMALIZATION (int8): ``output_shift`` 7 (the output's fixed scale 1/128); per row
   ``(m, e) = InvSqrt(Σ (x − zp_in)²)`` (gemmlowp's Newton–Raphson in Q3.28, as LiteRT's
   GetInvSqrtQuantizedMultiplierExp), ``y = clamp(MBQM(x − zp_in, m, e + output_shift))``.
+* RESIZE_BILINEAR (8-bit and int16, input and output quantized alike): ``height_scale_10`` /
+  ``width_scale_10``; per output index ``i`` the source position ``p = i·s`` (half-pixel:
+  ``i·s + s/2 − 512``) in 2^-10 steps, ``lo = max(p / 1024, 0)``, ``hi = min((p + 1023) / 1024,
+  in − 1)`` (C division), the four neighbours weighted by ``(1024 − f)`` / ``f`` with ``f = p −
+  1024·lo`` per axis, summed in int64 and divided by 2^20 rounding half away from zero.
 * CONCATENATION: ``axis``; 8-bit inputs share the output's quantization (``same_quantization``);
   uint8 inputs that do not are rescaled in float32 (``input_scales``, ``input_zero_points``).
 * LEAKY_RELU: ``identity_multiplier``/``identity_shift`` (``s_in/s_out``) for x ≥ zp_in,
@@ -105,7 +110,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), 8-bit DIV, uint8 L2_NORMALIZATION, quantized RESIZE_BILINEAR.
+instead), 8-bit DIV, uint8 L2_NORMALIZATION.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -797,3 +802,28 @@ def _l2_normalization(node: Node) -> Params | None:
     q_in, q_out = qs
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "output_scale": float(np.float32(q_out.s)),
             "output_shift": 7, "activation_min": -128, "activation_max": 127}
+
+
+@_layer("RESIZE_BILINEAR")
+def _resize_bilinear(node: Node) -> Params | None:
+    """Quantized RESIZE_BILINEAR (LiteRT's ResizeBilinearInteger: input and output share their
+    quantization): ``output_size``, the flags, and each axis' scale in 2^-10 steps —
+    ``round(2^10·in/out)`` (``(2^10·(in − 1) + (out − 1)/2) / (out − 1)`` with align_corners)."""
+    qs = _quants(node, 0)
+    x, size = node.inputs[0], node.inputs[1] if len(node.inputs) > 1 else None
+    if qs is None or x is None or size is None or size.const is None:
+        return None
+    shape = x.meta.get("tflite.shape") or x.shape
+    if shape is None or len(shape) != 4 or not all(isinstance(d, int) and d > 0 for d in shape[1:3]):
+        return None
+    out = [int(v) for v in np.asarray(size.const.numpy()).reshape(-1)]
+    align, half = bool(node.attr("align_corners", False)), bool(node.attr("half_pixel_centers", False))
+
+    def scale_10(n_in: int, n_out: int) -> int:
+        if align and n_out > 1:
+            return ((1 << 10) * (n_in - 1) + (n_out - 1) // 2) // (n_out - 1)
+        return ((1 << 10) * n_in + n_out // 2) // n_out
+
+    return {"input_zero_point": qs[0].zp, "output_zero_point": qs[1].zp, "output_size": out,
+            "align_corners": align, "half_pixel_centers": half,
+            "height_scale_10": scale_10(int(shape[1]), out[0]), "width_scale_10": scale_10(int(shape[2]), out[1])}
