@@ -39,7 +39,8 @@ MODELS = [
     ("tflite_math", "prelu_int8", {"PRELU", "CONV_2D"}),
     ("tflite_math", "unary_int8", {"LEAKY_RELU", "SUB", "MUL", "QUANTIZE", "ABS", "LOG", "SQRT", "RSQRT", "EXP",
                                    "GELU"}),
-    ("tflite_binary", "pot_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE"}),
+    ("tflite_binary", "pot_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DIV"}),
+    ("tflite_binary", "binary_int8", {"DIV"}),
     ("tflite_math", "unary_int16x8", {"LEAKY_RELU", "GELU", "ABS", "EXP", "LOG", "RSQRT"}),
     ("tflite_binary", "activations_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DEQUANTIZE", "LOGISTIC", "TANH",
                                               "SOFTMAX"}),
@@ -349,6 +350,27 @@ def _resize_bilinear(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarr
     return np.trunc(nudged / 2**20).astype(np.int64).astype(out.dtype)
 
 
+def _div(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """LiteRT's quantized DivElementwise: the divisor's GetReciprocal, the dividend normalised by
+    its redundant sign bits, then the output multiplier with the shifts combined."""
+    a, b = np.broadcast_arrays(x[0].astype(np.int64) - p["input1_zero_point"],
+                               x[1].astype(np.int64) - p["input2_zero_point"])
+    a, b = np.where(b < 0, -a, a), np.abs(b)
+    inverse, over = _reciprocal(b, 31)
+    headroom = np.vectorize(lambda v: 31 if v == 0 else 32 - int(v if v >= 0 else ~v).bit_length() - 1)(a)
+    unscaled = _srdhm(a << headroom, inverse)
+    total = p["output_shift"] - over - headroom
+    scaled = _srdhm(unscaled, p["output_multiplier"])
+    y = np.where(total <= 0, _rdbpot_array(scaled, np.maximum(-total, 0)), scaled << np.maximum(total, 0))
+    return _clamp(y + p["output_zero_point"], p, out.dtype)
+
+
+def _rdbpot_array(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """RoundingDivideByPOT with a per-element exponent."""
+    mask = (np.int64(1) << exponent) - 1
+    return (x >> exponent) + ((x & mask) > ((mask >> 1) + (x < 0)))
+
+
 def _concatenation(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
     """Inputs quantized as the output are copied; others (uint8 only) rescaled in float32:
     ``round(q·s + (−zp_in·s)) + zp_out`` with ``s = s_in·(1/s_out)``, clamped."""
@@ -481,7 +503,7 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
     "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, "L2_NORMALIZATION": _l2_normalization,
-    "RESIZE_BILINEAR": _resize_bilinear, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
+    "RESIZE_BILINEAR": _resize_bilinear, "DIV": _div, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
 TABLES = ("RELU", "RELU6", "RELU_0_TO_1", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too

@@ -27,6 +27,10 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   int16 × int16 → 8-bit (``q015_product``, LiteRT's LSTM path): the raw values multiplied as
   Q0.15 (16-bit SaturatingRoundingDoublingHighMul), ``RoundingDivideByPOT(·, 8)``, clamped
   (``activation_min/max`` less ``zp_out``), plus ``zp_out``.
+* DIV (8-bit, int16): ``x = x_1 − zp_1``, ``y = x_2 − zp_2`` (both negated when ``y < 0``);
+  ``(r, k)`` = GetReciprocal(y, 31) (gemmlowp's 1/(1 + x) of ``y`` normalised, ``k`` its bits
+  over one); ``h`` = the redundant sign bits of ``x``; ``u = SRDHM(x·2^h, r)``;
+  ``y = clamp(RDBPOT(SRDHM(u, output_multiplier), −(output_shift − k − h)) + zp_out)``.
 * SQUARED_DIFFERENCE (8-bit): ``a_i`` as ADD's with ``left_shift`` 7,
   ``y = clamp(MBQM((a_1 − a_2)², output_multiplier, output_shift) + zp_out)``.
 * AVERAGE_POOL_2D / MAX_POOL_2D: the window (``filter``), strides and padding;
@@ -110,7 +114,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), 8-bit DIV, uint8 L2_NORMALIZATION.
+instead), uint8 L2_NORMALIZATION.
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -827,3 +831,16 @@ def _resize_bilinear(node: Node) -> Params | None:
     return {"input_zero_point": qs[0].zp, "output_zero_point": qs[1].zp, "output_size": out,
             "align_corners": align, "half_pixel_centers": half,
             "height_scale_10": scale_10(int(shape[1]), out[0]), "width_scale_10": scale_10(int(shape[2]), out[1])}
+
+
+@_layer("DIV")
+def _div(node: Node) -> Params | None:
+    """Quantized DIV (8-bit, int16): LiteRT's Prepare multiplier of ``s_1/(s_2·s_out)`` in float32
+    (the interpreter's binary_ops.py computes the same inline)."""
+    qs = _quants(node, 0, 1)
+    if qs is None:
+        return None
+    q1, q2, qo = qs
+    m, s = _mult(float(np.float32(np.float32(q1.s) / np.float32(np.float32(q2.s) * np.float32(qo.s)))))
+    return {"input1_zero_point": q1.zp, "input2_zero_point": q2.zp, "output_zero_point": qo.zp,
+            **_clamp(node, _dtype(node.outputs[0])), "output_multiplier": m, "output_shift": s}
