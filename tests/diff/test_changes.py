@@ -103,3 +103,19 @@ def test_simplify_folds_a_weight_transpose_and_merges_duplicate_constants(tmp_pa
     merged = by_kind["merged"]
     assert merged.before in (["const1"], ["const2"]) and merged.detail in ("const1", "const2")
     assert merged.detail != merged.before[0]
+
+
+def test_tflite_operators_renamed_by_obfuscation_are_renamed(tmp_path: Path) -> None:
+    """TFLite keeps no operator names: an operator is known by its first output, in the sidecar too."""
+    m = formats.load(EXAMPLES / "small_cnn.tflite")
+    run_pipeline(m, "obfuscate_names")
+    formats.save(m, tmp_path / "obf.tflite")
+    write_provenance(m, tmp_path / "obf.tflite")
+    a, b = formats.load(EXAMPLES / "small_cnn.tflite"), formats.load(tmp_path / "obf.tflite")
+    pairs = [(x.outputs[0].name, y.outputs[0].name) for x, y in zip(a.graph, b.graph, strict=True)]
+    expected = sorted((old, new) for old, new in pairs if old != new)
+    assert len(expected) >= 5
+    diff = diff_models(a, b, provenance=read_provenance(tmp_path / "obf.tflite.provenance.json"))
+    assert diff.matched_by == "provenance"
+    assert sorted((c.before[0], c.after[0]) for c in diff.changes if c.kind == "renamed") == expected
+    assert len(diff.changes) == len(expected)

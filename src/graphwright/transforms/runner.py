@@ -228,8 +228,11 @@ def _nodes(model: Model) -> list[Node]:
 
 
 def node_key(node: Node) -> str:
-    """How provenance and diffs name a node: its name, or for an unnamed node (ONNX allows them)
-    its first output's name after ``>``."""
+    """How provenance and diffs name a node: its name; a TFLite operator (the format keeps no
+    operator names: a reader names it after its first output) by its first output's name; an
+    unnamed node (ONNX allows them) by its first output's name after ``>``."""
+    if node.dialect == "tflite" and node.outputs and node.outputs[0].name:
+        return node.outputs[0].name
     if node.name:
         return node.name
     return ">" + node.outputs[0].name if node.outputs else f">{node.op}"
