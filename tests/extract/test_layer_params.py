@@ -56,6 +56,7 @@ MODELS = [
     ("tflite_real", "landmarks_int8", {"CONV_2D", "DEPTHWISE_CONV_2D", "PRELU", "ADD", "FULLY_CONNECTED",
                                        "LOGISTIC", "MEAN", "CONCATENATION"}),
     ("tflite_math", "relu01_int8", {"RELU_0_TO_1"}),
+    ("tflite_math", "legacy_uint8", {"L2_NORMALIZATION", "PRELU", "LEAKY_RELU"}),
     ("tflite_zoo", "face_embed_int8", {"L2_NORMALIZATION", "PRELU", "DEPTHWISE_CONV_2D"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
@@ -320,7 +321,10 @@ def _l2_normalization(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndar
     y = np.empty_like(rows)
     for i, row in enumerate(rows):
         m, shift = _inv_sqrt(int((row * row).sum()))
-        y[i] = _mbqm(row, m, shift + p["output_shift"])
+        if "input_premultiplier" in p:  # the legacy uint8 kernel: 128·diff, one multiply, offset 128
+            y[i] = _rdbpot(_srdhm(p["input_premultiplier"] * row, m), -shift) + p["output_zero_point"]
+        else:
+            y[i] = _mbqm(row, m, shift + p["output_shift"])
     return _clamp(y.reshape(v.shape), p, out.dtype)
 
 

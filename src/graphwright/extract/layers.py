@@ -97,9 +97,10 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   negative values, Q12.19), ``L = log(S)`` (Q5.26); elements with ``d`` above
   ``max(diff_min − 1, MBQM(L − 2^31, reverse_scaling_divisor, reverse_scaling_shift))`` give
   ``clamp(RDBPOT(a − L, 22) + type max)``, the others the type's minimum.
-* L2_NORMALIZATION (int8): ``output_shift`` 7 (the output's fixed scale 1/128); per row
-  ``(m, e) = InvSqrt(Σ (x − zp_in)²)`` (gemmlowp's Newton–Raphson in Q3.28, as LiteRT's
-  GetInvSqrtQuantizedMultiplierExp), ``y = clamp(MBQM(x − zp_in, m, e + output_shift))``.
+* L2_NORMALIZATION (8-bit): per row ``(m, e) = InvSqrt(Σ (x − zp_in)²)`` (gemmlowp's
+  Newton–Raphson in Q3.28, as LiteRT's GetInvSqrtQuantizedMultiplierExp); int8 (output scale
+  1/128): ``y = clamp(MBQM(x − zp_in, m, e + output_shift))``, ``output_shift`` 7; uint8 (the
+  legacy kernel): ``y = clamp(RDBPOT(SRDHM(input_premultiplier·(x − zp_in), m), −e) + 128)``.
 * RESIZE_BILINEAR (8-bit and int16, input and output quantized alike): ``height_scale_10`` /
   ``width_scale_10``; per output index ``i`` the source position ``p = i·s`` (half-pixel:
   ``i·s + s/2 − 512``) in 2^-10 steps, ``lo = max(p / 1024, 0)``, ``hi = min((p + 1023) / 1024,
@@ -114,7 +115,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
 Every dict also has ``input_zero_point``/``output_zero_point`` (per input where several)
 and ``activation_min``/``activation_max`` (the fused activation's clamp, or the type range).
 Not covered yet: LiteRT's 513-entry LUTs of int16 element-wise math (given as full tables
-instead), uint8 L2_NORMALIZATION.
+instead).
 O(operators), plus one kernel evaluation over all input values per table.
 """
 
@@ -801,9 +802,12 @@ def _l2_normalization(node: Node) -> Params | None:
     zero point 0; per row ``S = Σ (x − zp_in)²``, ``(m, e)`` = gemmlowp's inverse square root of
     ``S`` (GetInvSqrtQuantizedMultiplierExp, reverse shift), ``y = clamp8(MBQM(x − zp_in, m, e + 7))``."""
     qs = _quants(node, 0)
-    if qs is None or _dtype(node.inputs[0]) != np.int8:  # type: ignore[arg-type]
+    if qs is None or _dtype(node.inputs[0]).itemsize != 1:  # type: ignore[arg-type]
         return None
     q_in, q_out = qs
+    if _dtype(node.inputs[0]) == np.uint8:  # type: ignore[arg-type]
+        return {"input_zero_point": q_in.zp, "output_zero_point": 128, "output_scale": float(np.float32(q_out.s)),
+                "input_premultiplier": 128, "activation_min": 0, "activation_max": 255}
     return {"input_zero_point": q_in.zp, "output_zero_point": q_out.zp, "output_scale": float(np.float32(q_out.s)),
             "output_shift": 7, "activation_min": -128, "activation_max": 127}
 
