@@ -1,10 +1,13 @@
 """extract's layer parameters are enough to compute each quantized layer with integers only:
 every layer of converter-made int8, 16x8 and legacy uint8 models (the tflite_ops, tflite_conv,
-tflite_math, tflite_binary, tflite_reduce and tflite_real corpora) is recomputed here from the
-manifest's numbers (and tables) and the oracle's input tensors alone — integer-only numpy,
-written from the reference kernels' formulas, not graphwright's — and must equal the output of
-LiteRT's reference kernels (``litert-ref``; TFLite Micro for quantized SUM) bit for bit, on
-several inputs.  SOFTMAX's fixed-point parameters are checked against both; LSTM roles by index."""
+tflite_math, tflite_binary, tflite_reduce, tflite_index, tflite_real and tflite_zoo corpora) is
+recomputed here from the manifest's numbers (and tables) and the oracle's input tensors alone —
+integer-only numpy, written from the reference kernels' formulas, not graphwright's — and must
+equal the output of LiteRT's reference kernels (``litert-ref``; TFLite Micro for quantized SUM)
+bit for bit, on several inputs.  int16 SOFTMAX's LUTs are rebuilt here from LiteRT's
+LUTPopulate formula; 8-bit SOFTMAX's fixed-point parameters are checked against both runtimes;
+LOG_SOFTMAX's against LiteRT's formulas; LSTM roles by index (the integer LSTM and SVDF: see
+test_layer_params_lstm.py and test_layer_params_svdf.py)."""
 
 from __future__ import annotations
 
