@@ -89,8 +89,9 @@ class _Folder:
 
     def _sources(self, graph: Graph, value: Value) -> None:
         shape = self.lattice.shape(value)
-        if shape is None:
+        if shape is None or value in self.registered:
             return
+        self.registered.add(value)
         for i, e in enumerate(shape):
             if isinstance(e, Expr):
                 self.prov.setdefault(e, []).append((value, i))
@@ -129,6 +130,7 @@ class _Folder:
     def run_graph(self, graph: Graph) -> None:
         self.prov: dict[Expr, list[tuple[Value, int]]] = {}
         self.seen: dict[tuple[object, ...], Value] = {}
+        self.registered: set[Value] = set()
         for value in graph.inputs:
             self._sources(graph, value)
         for node in topological_order(graph):
