@@ -384,3 +384,17 @@ def test_a_concat_read_only_by_a_concat_is_flattened() -> None:
     result = _fold_twice(m)
     assert result.stats["concats_flattened"] == 1 and ops(m).count("Concat") == 1
     _check_sizes(p, m, [{"H": 2, "W": 3}, {"H": 5, "W": 1}])
+
+
+def test_a_slice_to_a_tensors_own_length_is_gone() -> None:
+    """x[:, :S] with S = x.shape[1] (a Slice to the dim's own length) is x; x[:, 1:S] and a reversing
+    Slice (step -1, same shape) stay."""
+    nodes = _gathers("x", 1) + [
+        mk("Slice", ["x", "zero", "u1", "one"], ["a"]), mk("Slice", ["x", "one", "u1", "one"], ["b"]),
+        mk("Slice", ["x", "m1", "lo", "one", "m1"], ["c"]),
+        mk("ReduceSum", ["b", "one"], ["bs"], keepdims=1), mk("Add", ["a", "bs"], ["ab"]), mk("Mul", ["ab", "c"], ["y"])]
+    inits = _gather_inits(1) + [_i("zero", 0), _i("one", 1), _i("m1", -1), _i("lo", -(2**62))]
+    m, p = model(nodes, [vi("x", F, [2, "S", 3])], [vi("y", F, None)], inits)
+    result = _fold_twice(m)
+    assert result.stats["noops_removed"] == 1 and ops(m).count("Slice") == 2
+    _check_sizes(p, m, [{"S": 2}, {"S": 5}])

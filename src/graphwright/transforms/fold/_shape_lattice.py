@@ -595,12 +595,48 @@ class Lattice:
             if idx is None or axis is None:
                 return None
             return [first[:axis] + idx + first[axis + 1:]]
+        if op == "Slice" and first is not None and len(ins) >= 3:
+            return [self._slice_shape(node, first)]
         if op == "Flatten" and first is not None:
             axis = _norm_axis(int(node.attr("axis", 1)), len(first) + 1)
             if axis is None:
                 return None
             return [[product(first[:axis]), product(first[axis:])]]
         return None
+
+
+    def _slice_shape(self, node: Node, first: list[Elem]) -> list[Elem] | None:
+        """Slice's output dims: untouched axes copied; a sliced one where decidable (else unknown)."""
+        ins = node.inputs
+        starts, ends = self.elems(ins[1]), self.elems(ins[2])
+        axes = self.elems(ins[3]) if len(ins) > 3 and ins[3] is not None else list(range(len(starts or ())))
+        steps = self.elems(ins[4]) if len(ins) > 4 and ins[4] is not None else [1] * len(starts or ())
+        if starts is None or ends is None or axes is None or steps is None \
+                or not len(starts) == len(ends) == len(axes) == len(steps) or not all(is_int(a) for a in axes):
+            return None
+        out = list(first)
+        for start, end, axis, step in zip(starts, ends, axes, steps):
+            k = _norm_axis(int(axis), len(first))  # type: ignore[arg-type]
+            if k is None:
+                return None
+            out[k] = _slice_len(first[k], start, end, step)
+            if out[k] is None:
+                out[k] = Expr.atom(Opaque(("dim", node.output, k)))
+        return out  # type: ignore[return-value]
+
+
+def _slice_len(d: Elem, start: Elem, end: Elem, step: Elem) -> Elem | None:
+    """Length of ``d``'s dim sliced [start:end:step], when the same for every size (else None)."""
+    if not all(is_int(e) for e in (start, step)) or isinstance(end, bool) or step == 0:
+        return None
+    if is_int(d) and is_int(end):
+        return len(range(d)[slice(start, end, step)])  # type: ignore[arg-type]
+    if step == 1 and start == 0 and (end == d or (is_int(end) and end >= 2**31 - 1)):
+        return d
+    if step == 1 and is_int(start) and start >= 0 and (end == d or (is_int(end) and end >= 2**31 - 1)) \
+            and _compare(d, start) in (0, 1):
+        return add(d, start, -1)  # d >= start for every size: d - start
+    return None
 
 
 def _broadcast2(op: str, a: list[Elem], b: list[Elem]) -> list[Elem] | None:

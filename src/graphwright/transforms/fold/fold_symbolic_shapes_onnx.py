@@ -31,8 +31,8 @@ the operators it follows).  Then, node by node:
   has at the same position ``0`` (copy), a dim whose output size is a known int
   that int, one other dim ``-1``; an ``Expand`` gets ``1`` where the input
   already has the dim;
-* **no-op by shape**: an ``Expand`` or ``Reshape`` whose output shape is its
-  input's, dim for dim (symbols included), is removed;
+* **no-op by shape**: an ``Expand``, ``Reshape`` or ``Slice`` (steps 1) whose
+  output shape is its input's, dim for dim (symbols included), is removed;
 * **zero RNN state**: an ``initial_h``/``initial_c`` of LSTM/GRU/RNN made of
   zeros (``ConstantOfShape`` of 0, ``Expand`` of a 0, sliced or reshaped) is
   dropped: zero is the operator's default;
@@ -272,9 +272,14 @@ class _Folder:
         self.stats["targets_folded"] += 1
 
     def _noop(self, node: Node) -> bool:
-        """An Expand or Reshape whose output has its input's shape (dim for dim, symbols included) goes."""
-        if node.op not in ("Expand", "Reshape") or not node.inputs or node.inputs[0] is None:
+        """An Expand, Reshape or Slice (steps 1) whose output has its input's shape (dim for dim, symbols
+        included) goes: a Slice of step 1 as long as the dim starts at 0 and takes it all."""
+        if node.op not in ("Expand", "Reshape", "Slice") or not node.inputs or node.inputs[0] is None:
             return False
+        if node.op == "Slice":
+            steps = self.lattice.elems(node.inputs[4]) if len(node.inputs) > 4 and node.inputs[4] is not None else [1]
+            if steps is None or any(e != 1 or isinstance(e, bool) for e in steps) or len(node.inputs) < 3:
+                return False
         x, out = self.lattice.shape(node.inputs[0]), self.lattice.shape(node.output)
         if x is None or out is None or len(x) != len(out) or any(a != b for a, b in zip(x, out)):
             return False
