@@ -37,6 +37,7 @@ from graphwright.errors import GraphwrightError  # noqa: E402
 from graphwright.ir import Node, Value  # noqa: E402
 from graphwright.runtime.execute import Job, execute  # noqa: E402
 from graphwright.runtime.reference import Interpreter, supported_operators  # noqa: E402
+from graphwright.runtime.reference.misc_ops import REFUSED  # noqa: E402  (the operators refused, and why)
 from tests.models import MODEL_NAMES, ModelInfo, get_model  # noqa: E402
 from tests.runtime.reference._oracle import _litert_keeps, feeds_for  # noqa: E402
 
@@ -257,7 +258,9 @@ def write(ref: dict[tuple[str, str], bool], tflm: dict[tuple[str, str], bool], t
         "Cells marked (TFLM) are judged against TensorFlow Lite Micro because LiteRT's reference kernel is wrong "
         "there: " + "; ".join(sorted({f"{op} {t}: {why}" for (op, t), why in REF_BUGS.items()})) + ".",
         "",
-        "Not implemented (`BUILTIN_REF` has them): " + (", ".join(ref_missing) if ref_missing else "none") + ".",
+        "Not implemented (`BUILTIN_REF` has them): " + (", ".join(
+            f"{op} (refused in one line: {REFUSED[op]})" if op in REFUSED else op for op in ref_missing)
+            if ref_missing else "none") + ".",
         "",
         "Implemented and on corpus models, but writing no tensor LiteRT can show (resource handles, variable "
         "writes), so checked through the tensors that read them: " + (", ".join(sorted((implemented - covered) & SEEN))

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 DEFAULT = ["landmarks_float", "landmarks_int8", "landmarks_int16x8", "landmarks_float16", "landmarks_dynamic",
            "unet_float", "unet_int8", "unet_int16x8", "unet_float16", "transformer_dynamic",
            "transformer_float", "transformer_int8", "transformer_int16x8", "resnet50_int8", "densenet121_float",
-           "mobilenet_v3_large_int16x8", "unet256_float", "segmenter256_float"]
+           "mobilenet_v3_large_int16x8", "segmenter256_float"]
 #: LiteRT's BUILTIN_REF aborts the process inside invoke() on this model (so does TFLM): judged apart
 REF_ABORTS = "mobilenet_v3_small_224_int8"
 WIDE = [n for n in MODEL_NAMES["tflite_real"] if n not in DEFAULT and n != REF_ABORTS]
