@@ -14,7 +14,7 @@ Sub, Mul/Add/AddV2 with a constant operand), max relative error against the unmo
 (TensorFlow v1 Session, seeded input) over the outputs and the features before global pooling, best-of-N in-process time, and ours/theirs ratios.
 A last column shows ``fuse_remapper`` (target=onednn) applied after our pipeline: fused ops, error,
 nodes against Grappler's remapper on the same graph (CPU-placed, only the remapper on, oneDNN on,
-in a child process), and TF latency (best of ``--latency-repeat`` single runs, one intra/inter-op
+in a child process; and ``target=eigen`` against Grappler with oneDNN off), and TF latency (best of ``--latency-repeat`` single runs, one intra/inter-op
 thread, in one oneDNN child process) of our fused graph with Grappler off against the graph before
 fusion with Grappler on (the remapper then fuses at session start).  ``--all-apps`` adds the four
 other Keras applications (MobileNetV3-Small, EfficientNetB0, DenseNet121, Xception).
@@ -76,6 +76,7 @@ def remapper_vs_grappler(deployed: bytes, fused: bytes, feeds: dict[str, np.ndar
 
     timing = {"threads": 1, "repeat": latency_repeat}
     (grappler,) = in_tf_process("batch", [("grappler_optimize", (deployed, outputs), {})], onednn=True)
+    (grappler_eigen,) = in_tf_process("batch", [("grappler_optimize", (deployed, outputs), {})], onednn=False)
     t_fused, t_deployed, t_fused_on, t_theirs_off = in_tf_process("batch", [
         ("time_graphdef", (fused, feeds, outputs), {"grappler": False, **timing}),
         ("time_graphdef", (deployed, feeds, outputs), {"grappler": True, **timing}),
@@ -83,6 +84,7 @@ def remapper_vs_grappler(deployed: bytes, fused: bytes, feeds: dict[str, np.ndar
         ("time_graphdef", (grappler, feeds, outputs), {"grappler": False, **timing}),
     ], onednn=True)
     return {"grappler_nodes": sum(tf_oracle.op_histogram(grappler).values()),
+            "grappler_nodes_eigen": sum(tf_oracle.op_histogram(grappler_eigen).values()),
             "latency_ms_fused_grappler_off": t_fused * 1e3, "latency_ms_original_grappler_on": t_deployed * 1e3,
             "latency_ratio": t_fused / t_deployed,
             # the two controls: our graph with Grappler on, and Grappler's remapper output with Grappler off
@@ -121,6 +123,8 @@ def bench(kind: str, repeat: int, tmp: Path, latency_repeat: int = 20) -> dict[s
     fused = _load(ours_bytes, tmp)
     fuse_report = gw.transform(fused, "fuse_remapper", inputs=inputs, outputs=outputs)
     fused_bytes = gw.serialize(fused)
+    fused_eigen = _load(ours_bytes, tmp)
+    gw.transform(fused_eigen, "fuse_remapper(target=eigen)", inputs=inputs, outputs=outputs)
     return {
         "graph": kind,
         "nodes_original": len(_load(original, tmp).graph),
@@ -133,6 +137,7 @@ def bench(kind: str, repeat: int, tmp: Path, latency_repeat: int = 20) -> dict[s
         "time_ratio_ours_over_theirs": t_ours / t_theirs if t_theirs else float("inf"),
         "process_seconds": {"ours": p_ours, "theirs": p_theirs, "ratio": p_ours / p_theirs},
         "fuse_remapper": {"nodes": len(fused.graph), "fused": fuse_report.steps[0].stats.get("fused", 0),
+                          "nodes_eigen": len(fused_eigen.graph),
                           "max_rel_err": _rel_err(tf_oracle, ref, fused_bytes, feeds, fetches),
                           **remapper_vs_grappler(ours_bytes, fused_bytes, feeds, outputs, latency_repeat)},
     }
@@ -157,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"time ours {o['seconds'] * 1e3:7.1f} ms theirs {t['seconds'] * 1e3:7.1f} ms "
                   f"(x{row['time_ratio_ours_over_theirs']:.2f}), whole process x{row['process_seconds']['ratio']:.2f} | +fuse_remapper {f['nodes']} nodes, "
                   f"{f['fused']} fused, err {f['max_rel_err']:.1e} | Grappler remapper {f['grappler_nodes']} nodes | "
+                  f"target=eigen {f['nodes_eigen']} vs Grappler oneDNN off {f['grappler_nodes_eigen']} | "
                   f"latency fused/Grappler-off {f['latency_ms_fused_grappler_off']:.2f} ms vs original/Grappler-on "
                   f"{f['latency_ms_original_grappler_on']:.2f} ms (x{f['latency_ratio']:.2f}); controls: fused/Grappler-on "
                   f"{f['latency_ms_fused_grappler_on']:.2f} ms, Grappler's remapped graph/Grappler-off "
