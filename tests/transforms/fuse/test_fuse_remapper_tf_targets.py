@@ -182,6 +182,7 @@ REFUSALS = {  # name: (body, target, the reason's words)
     "f64_matmul": (_cast(tf.float64)(lambda x, r: _bias(_mm(x, r, np.float64), r, np.float64)), "onednn",
                    "float32/float16/bfloat16 only"),
     "gelu_eigen": (lambda x, r: tf.nn.gelu(_bias(_mm(x, r), r)), "eigen", "GELU runs only in the oneDNN build"),
+    "bn_side_input_cpu": (lambda x, r: tf.nn.relu(raw.AddV2(x=_bn(x * 2.0, r), y=x)), "onednn", "no side input"),
     "conv_sigmoid": (lambda x, r: tf.sigmoid(_bias(_conv(x, r), r)), "onednn", "Sigmoid is not a fused activation"),
 }
 
