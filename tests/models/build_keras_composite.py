@@ -7,8 +7,8 @@
   lose the interface), the variables read by the calls replaced by constants.
 * ``gru``: the same with tf-keras ``GRU(8)`` (``reset_after=True``, the only GRU that gets a
   ``gru_<uuid>`` function), frozen the same way.
-* ``lstm_loop_keras3`` / ``lstm_loop_tf_keras``: the ``lstm`` model built with Keras 3 / tf-keras
-  and frozen by ``convert_variables_to_constants_v2(..., lower_control_flow=False)``: each LSTM
+* ``lstm_loop_keras3`` / ``lstm_loop_tf_keras``: the ``lstm`` model built with Keras 3 / tf-keras,
+  its second layer returning its sequence and states (all concatenated into the head), and frozen by ``convert_variables_to_constants_v2(..., lower_control_flow=False)``: each LSTM
   inlined into a functional ``While`` / ``StatelessWhile`` loop (no interface left).
 * ``layer_norm_tf_keras``: tf-keras ``LayerNormalization`` twice, with its default epsilon 1e-3
   (frozen as the fused-batch-norm trick: Reshape, ``FusedBatchNormV3``, Reshape, Mul, Add) and
@@ -40,7 +40,7 @@ from tensorflow.python.framework.convert_to_constants import convert_variables_t
 from ._info import ModelInfo, save_reference
 from ._keras_common import freeze_keras_model, graphdef_facts, run_frozen_graph, write_graphdef
 
-BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
+BUILDER_VERSION = 2  # bump to rebuild cached models made by this module
 
 NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras", "layer_norm_tf_keras")
 SEED = 0
@@ -84,7 +84,11 @@ def _recurrent(kind: str) -> tuple[Any, tf.compat.v1.GraphDef, list[str], list[s
     inp = lib.Input((STEPS, FEATURES), batch_size=BATCH, name="x")
     cell = lib.layers.GRU if kind == "gru" else lib.layers.LSTM
     x = cell(8, return_sequences=True, name=f"{kind}_seq")(inp)
-    x = cell(6, go_backwards=True, name=f"{kind}_back")(x)
+    if kind.startswith("lstm_loop"):  # every loop output read: the sequence, the last h and c
+        seq, h, c = cell(6, go_backwards=True, return_sequences=True, return_state=True, name=f"{kind}_back")(x)
+        x = lib.layers.Concatenate(name="states")([h, c, seq[:, 2]])
+    else:
+        x = cell(6, go_backwards=True, name=f"{kind}_back")(x)
     out = lib.layers.Dense(3, name="head")(x)
     model = lib.Model(inp, out)
     rng = np.random.default_rng(SEED)
