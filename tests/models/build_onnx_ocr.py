@@ -10,6 +10,8 @@ The models whose run-time shape glue (``Shape -> Gather -> Unsqueeze -> Concat``
 * ``svtr_*``: SVTR-style: conv patch embedding -> flatten -> attention blocks whose
   q/k/v reshapes read ``B, N, C = x.shape`` -> back to NCHW -> height pooling -> CTC
   head; batch and width dynamic;
+* ``dbnet_*``: a DBNet-style text detector: strided CNN, FPN upsampling to the skip's run-time
+  size, levels resized and concatenated, transposed-conv head; batch, height and width dynamic;
 * ``gru_*``: a sequence model (embedding-free): GRU over ``x.view(b*t, -1)``-style
   glue, batch and sequence dynamic;
 * ``lstm_loop_ts``: an LSTM cell stepped by a TorchScript ``for`` loop (an ONNX
@@ -51,7 +53,7 @@ LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxr
              ("onnxscript", ("onnxscript",)))
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
-NAMES = ("crnn_ts", "crnn_dynamo", "easy_crnn_ts", "easy_crnn_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
+NAMES = ("crnn_ts", "crnn_dynamo", "easy_crnn_ts", "easy_crnn_dynamo", "dbnet_ts", "dbnet_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
 SEED = 0
 ATOL = 1e-4
 HEIGHT = 32
@@ -206,6 +208,31 @@ class LoopLSTM(nn.Module):
         return self.head(torch.stack(outs, 1))
 
 
+class DBNet(nn.Module):
+    """DBNet-style text detector: a strided CNN (/4 .. /32), an FPN whose upsamplings read the skip's
+    size at run time (``F.interpolate(p, size=c.shape[2:])``), the four levels resized to the /4 map
+    and concatenated, a transposed-conv head back to the input size; batch, height and width dynamic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList([_conv_bn(3, 8, 4), _conv_bn(8, 16, 2), _conv_bn(16, 24, 2), _conv_bn(24, 32, 2)])
+        self.lateral = nn.ModuleList([nn.Conv2d(c, 16, 1) for c in (8, 16, 24, 32)])
+        self.head = nn.Sequential(_conv_bn(64, 16), nn.ConvTranspose2d(16, 8, 2, 2), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.ConvTranspose2d(8, 1, 2, 2), nn.Sigmoid())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        feats = []
+        for stage in self.stages:
+            x = stage(x)
+            feats.append(x)
+        p = [lat(f) for lat, f in zip(self.lateral, feats)]
+        for i in (2, 1, 0):
+            p[i] = p[i] + nn.functional.interpolate(p[i + 1], size=feats[i].shape[2:], mode="nearest")
+        h, w = p[0].shape[2:]
+        fuse = torch.cat([p[0], *(nn.functional.interpolate(q, size=(h, w), mode="nearest") for q in p[1:])], 1)
+        return self.head(fuse)
+
+
 #: name -> (module factory, input shape, dynamic axes of the input {axis: name}, output dynamic axes,
 #: a second input shape to check at)
 _SPECS: dict[str, tuple[Any, tuple[int, ...], dict[int, str], dict[int, str], tuple[int, ...]]] = {
@@ -213,6 +240,8 @@ _SPECS: dict[str, tuple[Any, tuple[int, ...], dict[int, str], dict[int, str], tu
     "easy_crnn": (EasyCRNN, (2, 1, HEIGHT, 100), {0: "batch", 3: "width"}, {0: "batch", 1: "steps"},
                   (3, 1, HEIGHT, 48)),
     "svtr": (SVTR, (1, 3, HEIGHT, 96), {0: "batch", 3: "width"}, {0: "batch", 1: "steps"}, (2, 3, HEIGHT, 160)),
+    "dbnet": (DBNet, (1, 3, 96, 128), {0: "batch", 2: "height", 3: "width"}, {0: "batch", 2: "height", 3: "width"},
+              (2, 3, 64, 160)),
     "gru": (SeqGRU, (2, 12, 24), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (3, 7, 24)),
     "lstm_loop": (LoopLSTM, (1, 9, 16), {0: "batch", 1: "sequence"}, {0: "batch", 1: "sequence"}, (2, 4, 16)),
 }
@@ -229,6 +258,8 @@ def _export(model: nn.Module, x: torch.Tensor, path: Path, exporter: str, axes: 
         else:
             dims = {i: torch.export.Dim(name, min=2 if name != "batch" else 1, max=4096)
                     for i, name in axes.items()}
+            if isinstance(model, DBNet):  # the FPN needs sizes divisible by 32
+                dims.update({i: 32 * torch.export.Dim(f"{axes[i]}_32", min=1, max=128) for i in (2, 3)})
             program = torch.onnx.export(model, (x,), dynamo=True, opset_version=18, input_names=["input"],
                                         output_names=["output"], dynamic_shapes=({**dims},), verbose=False)
             program.save(str(path))
