@@ -230,6 +230,12 @@ def test_gpu_nodes_fuse_only_into_gpu_kernels_and_keep_their_device(tmp_path: Pa
     assert [(n.op, n.device) for n in model.graph if n.op.startswith("_Fused")] == [("_FusedBatchNormEx", gpu)]
     assert any("_FusedConv2D [FusedBatchNorm, Relu] (float32, NHWC) has no kernel on /device:GPU:0" in n
                for n in report.steps[0].notes)
+    # the batch-norm side input has a GPU kernel only
+    side = _model(_placed({"mul": gpu, "bn": gpu, "AddV2": gpu, "Relu": gpu},
+                          lambda x, r: tf.nn.relu(raw.AddV2(x=_bn(x * 2.0, r), y=x))), tmp_path)
+    gw.transform(side, "fuse_remapper", inputs=["x"], outputs=["out"])
+    (ex,) = [n for n in side.graph if n.op == "_FusedBatchNormEx"]
+    assert ex.device == gpu and ex.attr("num_side_inputs") == 1 and ex.inputs[5].name == "x"
     mixed = _model(_placed({"conv": gpu, "bias": "/device:CPU:0"}, lambda x, r: _bias(_conv(x, r), r)), tmp_path)
     report = gw.transform(mixed, "fuse_remapper", inputs=["x"], outputs=["out"])
     assert any("different devices" in n for n in report.steps[0].notes)
