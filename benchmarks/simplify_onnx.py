@@ -587,8 +587,9 @@ def corpus_markdown(rows: list[dict[str, object]], tools: tuple[str, ...] = TOOL
         mine, best = (ours["nodes"], ours["nodes_all"]), (row["best_peer_nodes"], row["best_peer_nodes_all"])
         if mine == best:
             return "tie"
-        return f"fewer (-{best[1] - mine[1]})" if mine[0] <= best[0] and mine[1] <= best[1] \
-            else f"**{row['best_peer']} fewer**"
+        if mine[0] <= best[0] and mine[1] <= best[1]:
+            return f"fewer by {best[0] - mine[0]}" + (f" ({best[1] - mine[1]} with subgraphs)" if best[1] != best[0] else "")
+        return f"**{row['best_peer']} fewer**"
 
     ok_rows = [r for r in rows if "error" not in r]
     out = ["| model | before | " + " | ".join(tools) + " | graphwright vs best peer |",
@@ -615,6 +616,16 @@ def corpus_markdown(rows: list[dict[str, object]], tools: tuple[str, ...] = TOOL
     for row in ok_rows:
         cells = [lat(r.get("latency_ms")) if isinstance(r := row.get(t), dict) else "-" for t in tools]
         out.append(f"| {row['model']} | {lat(row.get('latency_ms_original'))} | " + " | ".join(cells) + " |")
+    out += ["", "What graphwright did where it ends with fewer nodes than the best peer (passes that changed the "
+            "model, their non-zero counts; shape inference left out):", "",
+            "| model | passes |", "|---|---|"]
+    for row in ok_rows:
+        passes = (row.get("graphwright") or {}).get("passes")  # type: ignore[union-attr]
+        if not passes or not verdict(row).startswith("fewer"):
+            continue
+        cells = [f"{name} ({', '.join(f'{k} {v}' for k, v in totals.items() if k != 'changed' and v)})"
+                 for name, totals in passes.items() if name != "infer_shapes"]
+        out.append(f"| {row['model']} | {'; '.join(cells)} |")
     failed = [r for r in rows if "error" in r]
     if failed:
         out += ["", "Models that could not be built or run:", ""] + [f"- {r['model']}: {r['error']}" for r in failed]
