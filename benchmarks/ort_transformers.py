@@ -9,8 +9,10 @@ with randomized biases and norms, eager attention; the TorchScript exporter at o
 the dynamo exporter, dynamic batch and sequence), ``bench`` size: 4 layers, hidden 256, 4 heads,
 intermediate 1024 (ViT: 32×32 images, 8×8 patches, 17 tokens).
 
-Per model, three variants: the original; ``graphwright.simplify(path, target="onnxruntime")``
-(in this process, load + simplify, save excluded); and onnxruntime's
+Per model, the variants: the original; ``graphwright.simplify(path, target="onnxruntime")``
+(in this process, load + simplify, save excluded); ``graphwright +skip``, the same plus the two
+fusions it leaves off by default because they are slower on onnxruntime's CPU kernels
+(``fuse_ort_contrib(skip_layer_norm=true, skip_simplified_layer_norm=true)``); and onnxruntime's
 ``onnxruntime.transformers.optimizer.optimize_model(path, model_type=<arch>, num_heads,
 hidden_size, use_gpu=False)`` at ``opt_level`` 0 (its Python fusions only) and 1 (onnxruntime's
 basic graph optimizations first).  Reported: node count, the histogram of fused operators
@@ -135,9 +137,15 @@ def ort_optimize(info: Any, arch: str, size: str, level: int, out: Path) -> floa
     return seconds
 
 
-def graphwright_simplify(info: Any, out: Path) -> float:
+def graphwright_simplify(info: Any, out: Path, skips: bool = False) -> float:
+    """``simplify(target="onnxruntime")``; ``skips``: then the two skip fusions it leaves off by default too."""
     start = time.perf_counter()
-    model, _ = simplify(str(info.path), target="onnxruntime")
+    if not skips:
+        model, _ = simplify(str(info.path), target="onnxruntime")
+    else:
+        model, _ = simplify(str(info.path), target="onnxruntime", skip_optimizations=["fuse_ort_contrib"])
+        gw.transform(model, "fuse_ort_contrib(target=onnxruntime, skip_layer_norm=true, skip_simplified_layer_norm=true) "
+                            "eliminate_dead_code")
     seconds = time.perf_counter() - start
     gw.save(model, out)
     return seconds
@@ -149,6 +157,8 @@ def measure(name: str, size: str, runs: int, tmp: Path) -> list[dict[str, Any]]:
     variants: list[tuple[str, Path, float | None]] = [("original", info.path, None)]
     out = tmp / f"{name}_graphwright.onnx"
     variants.append(("graphwright", out, graphwright_simplify(info, out)))
+    out = tmp / f"{name}_graphwright_skip.onnx"
+    variants.append(("graphwright +skip", out, graphwright_simplify(info, out, skips=True)))
     for level in (0, 1):
         out = tmp / f"{name}_ort{level}.onnx"
         variants.append((f"ort opt_level={level}", out, ort_optimize(info, arch, size, level, out)))
