@@ -153,3 +153,43 @@ def test_a_bad_sidecar_is_one_error_naming_the_file(tmp_path: Path, content: str
     with pytest.raises(DiffError, match=message) as info:
         read_provenance(path)
     assert str(path) in str(info.value)
+
+
+@transform("test_provenance_nested", dialects={"onnx"})
+def _nested(model, ctx) -> TransformResult:  # type: ignore[no-untyped-def]
+    """Runs another transform through a step runner of its own, inside its step."""
+    StepRunner(model).run("test_provenance_by_hand")
+    return TransformResult(changed=True)
+
+
+@transform("test_provenance_failing", dialects={"onnx"})
+def _failing(model, ctx) -> TransformResult:  # type: ignore[no-untyped-def]
+    """Fails before changing anything."""
+    raise ValueError("boom")
+
+
+def _three_nodes():  # type: ignore[no-untyped-def]
+    m, _ = model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                  helper.make_node("Neg", ["r"], ["n"], name="neg"),
+                  helper.make_node("Sigmoid", ["n"], ["y"], name="tail")],
+                 [vi("x", F, [2])], [vi("y", F, [2])])
+    return m
+
+
+def test_a_step_inside_a_step_is_recorded_once_by_the_outer_step() -> None:
+    m = _three_nodes()
+    StepRunner(m).run("test_provenance_nested")
+    data = provenance_of(m).to_json(m)
+    assert data["steps"] == ["test_provenance_nested"]
+    assert data["nodes"]["merged"]["from"] == ["relu", "neg"] and data["nodes"]["merged"]["step"] == "test_provenance_nested"
+
+
+def test_a_failed_step_leaves_the_record_usable() -> None:
+    m = _three_nodes()
+    runner = StepRunner(m)
+    with pytest.raises(Exception, match="boom"):
+        runner.run("test_provenance_failing")
+    runner.run("test_provenance_by_hand")  # the next step is recorded as if nothing had happened
+    data = provenance_of(m).to_json(m)
+    assert data["steps"] == ["test_provenance_by_hand"]
+    assert data["nodes"]["merged"]["from"] == ["relu", "neg"]

@@ -143,15 +143,21 @@ class StepRunner:
         provenance = provenance_of(model, create=True)
         assert provenance is not None
         provenance.begin(model)
-        with recording(provenance.rewrite):
-            result = spec.fn(model, self.ctx, **(kwargs or {}))
-        if not isinstance(result, TransformResult):
-            raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")
+        finished = False
         try:
-            for g in model.graphs:
-                check(g)
-        except GraphCheckError as e:
-            raise TransformError(f"{spec.name} left the graph inconsistent: {e}") from e
+            with recording(provenance.rewrite):
+                result = spec.fn(model, self.ctx, **(kwargs or {}))
+            if not isinstance(result, TransformResult):
+                raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")
+            try:
+                for g in model.graphs:
+                    check(g)
+            except GraphCheckError as e:
+                raise TransformError(f"{spec.name} left the graph inconsistent: {e}") from e
+            finished = True
+        finally:
+            if not finished:
+                provenance.abandon()
         provenance.end(model, label or spec.name)
         return StepReport(label or spec.name, result.changed, time.perf_counter() - start, before,
                           len(model.graph), dict(result.stats), list(result.notes),
@@ -276,6 +282,7 @@ class Provenance:
         for node in _nodes(model):
             self.origins[node] = (node_key(node),)
             self.original.setdefault(node_key(node), node.op)
+        self._depth = 0  # steps under way (a transform may run steps of its own)
         self._before: set[Node] = set()
         self._order: list[Node] = []
         self._producers: dict[Node, list[Node]] = {}
@@ -289,6 +296,9 @@ class Provenance:
 
     # -- one step ---------------------------------------------------------------
     def begin(self, model: Model) -> None:
+        self._depth += 1
+        if self._depth > 1:  # a step run inside a step: the outer one accounts for it
+            return
         nodes = _nodes(model)
         self._order = nodes
         self._before = set(nodes)
@@ -350,6 +360,9 @@ class Provenance:
                 self._folded[node] = True
 
     def end(self, model: Model, label: str) -> None:
+        self._depth -= 1
+        if self._depth > 0:
+            return
         after = _nodes(model)
         after_set = set(after)
         vanished = [n for n in self._order if n not in after_set]
@@ -412,6 +425,10 @@ class Provenance:
         self._out_names = {}
         self._new = {}
         self._gone = {}
+
+    def abandon(self) -> None:
+        """A step failed: forget what it started (the next step snapshots the graph afresh)."""
+        self._depth = max(self._depth - 1, 0)
 
     def _inputs_changed(self, node: Node) -> bool:
         """Whether the step gave ``node`` other inputs or other constant data in its inputs."""
