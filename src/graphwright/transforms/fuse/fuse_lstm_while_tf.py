@@ -279,7 +279,10 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
         if not all(isinstance(r, FuncRef) and r.name in library for r in refs):
             return m.skip("the loop's body or cond is not in the function library")
         body, cond = _Body(library[refs[0].name]), _Body(library[refs[1].name])
-        roles = _step(body)
+        try:
+            roles = _step(body)
+        except (IndexError, KeyError, ValueError) as e:  # a malformed body: not ours to fix, left alone
+            return m.skip(f"the loop body could not be read as an LSTM step ({type(e).__name__}: {e})")
         if isinstance(roles, str):
             return m.skip(f"not a Keras LSTM loop: {roles}")
         if len(body.args) != len(loop.inputs):
@@ -294,7 +297,10 @@ def _make_rule(library: dict[str, Any], former: list[Value | None]):
             start = constant_expression(inputs[position])
             if start is None or start.size != 1 or start.reshape(-1)[0] != 0:
                 return m.skip(f"loop variable {position} (a counter) does not start at 0")
-        bounds = _cond_bounds(cond)
+        try:
+            bounds = _cond_bounds(cond)
+        except (IndexError, KeyError, ValueError) as e:
+            return m.skip(f"the loop condition could not be read ({type(e).__name__}: {e})")
         if isinstance(bounds, str):
             return m.skip(bounds)
         if roles["time"] not in bounds:
