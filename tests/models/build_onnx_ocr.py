@@ -14,6 +14,9 @@ The models whose run-time shape glue (``Shape -> Gather -> Unsqueeze -> Concat``
   size, levels resized and concatenated, transposed-conv head; batch, height and width dynamic;
 * ``gru_*``: a sequence model (embedding-free): GRU over ``x.view(b*t, -1)``-style
   glue, batch and sequence dynamic;
+* ``vad_ts``: Silero-VAD-style: an ``If`` on the sample rate choosing one of two front ends
+  (reflect pad, strided "STFT" conv, magnitude, conv encoder), an LSTM cell whose state is an input
+  and an output; batch and samples dynamic;
 * ``lstm_loop_ts``: an LSTM cell stepped by a TorchScript ``for`` loop (an ONNX
   ``Loop`` carrying state) over a dynamic sequence.
 
@@ -53,7 +56,8 @@ LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnxr
              ("onnxscript", ("onnxscript",)))
 BUILDER_VERSION = 1  # bump to rebuild cached models made by this module
 
-NAMES = ("crnn_ts", "crnn_dynamo", "easy_crnn_ts", "easy_crnn_dynamo", "dbnet_ts", "dbnet_dynamo", "svtr_ts", "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts")
+NAMES = ("crnn_ts", "crnn_dynamo", "easy_crnn_ts", "easy_crnn_dynamo", "dbnet_ts", "dbnet_dynamo", "svtr_ts",
+         "svtr_dynamo", "gru_ts", "gru_dynamo", "lstm_loop_ts", "vad_ts")
 SEED = 0
 ATOL = 1e-4
 HEIGHT = 32
@@ -233,6 +237,89 @@ class DBNet(nn.Module):
         return self.head(fuse)
 
 
+class _VadBranch(nn.Module):
+    """One sample rate's front end: reflect pad, a strided "STFT" convolution, magnitude, a conv encoder."""
+
+    def __init__(self, hop: int) -> None:
+        super().__init__()
+        self.hop = hop
+        self.stft = nn.Conv1d(1, 32, hop * 2, stride=hop, bias=False)
+        self.encoder = nn.Sequential(nn.Conv1d(16, 32, 3, padding=1), nn.ReLU(),
+                                     nn.Conv1d(32, 32, 3, stride=2, padding=1), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        spec = self.stft(nn.functional.pad(x.unsqueeze(1), (self.hop, self.hop), mode="reflect"))
+        re, im = spec[:, :16], spec[:, 16:]
+        return self.encoder(torch.sqrt(re * re + im * im + 1e-6)).reshape(b, 32, -1)
+
+
+class VAD(nn.Module):
+    """Silero-VAD-style: an ``If`` on the sample rate (16 kHz / 8 kHz front ends), an LSTM cell whose
+    state [2, B, 64] is an input and an output; batch and samples dynamic.  Scripted (the If)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.b16, self.b8 = _VadBranch(64), _VadBranch(32)
+        self.cell = nn.LSTMCell(32, 64)
+        self.out = nn.Conv1d(64, 1, 1)
+
+    def forward(self, x: torch.Tensor, state: torch.Tensor, sr: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if bool(sr == 16000):
+            f = self.b16(x)
+        else:
+            f = self.b8(x)
+        h, c = self.cell(f.mean(2), (state[0], state[1]))
+        return torch.sigmoid(self.out(h.unsqueeze(2))).squeeze(1), torch.stack([h, c])
+
+
+#: (sample rate, samples, batch) of the VAD's checks: both branches, every dynamic dim at two sizes.
+VAD_SAMPLES = ((16000, 512, 2), (8000, 256, 3), (16000, 1024, 1), (8000, 768, 2))
+
+
+def _build_vad(model_path: Path, reference_path: Path) -> ModelInfo:
+    torch.manual_seed(SEED)
+    model = VAD().eval()
+    randomized = randomize_norms_and_biases(model, SEED)
+    scripted = torch.jit.script(model)
+    rng = np.random.default_rng(SEED)
+    batch = {"input": {0: "batch", 1: "samples"}, "state": {1: "batch"}, "output": {0: "batch"},
+             "state_out": {1: "batch"}}
+    args = (torch.randn(2, 512), torch.zeros(2, 2, 64), torch.tensor(16000))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(scripted, args, str(model_path), dynamo=False, opset_version=17,
+                          input_names=["input", "state", "sr"], output_names=["output", "state_out"],
+                          dynamic_axes=batch)
+    proto = onnx.load(str(model_path))
+    onnx.checker.check_model(proto, full_check=True)
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    samples, diffs, first = [], {}, None
+    for sr, n, b in VAD_SAMPLES:
+        x = rng.standard_normal((b, n)).astype(np.float32)
+        state = rng.standard_normal((2, b, 64)).astype(np.float32)
+        got = session.run(None, {"input": x, "state": state, "sr": np.array(sr, np.int64)})
+        with torch.no_grad():
+            want = scripted(torch.from_numpy(x), torch.from_numpy(state), torch.tensor(sr))
+        diff = max(float(np.max(np.abs(g - w.numpy()))) for g, w in zip(got, want))
+        if not diff < ATOL:
+            raise AssertionError(f"vad at sr={sr}, {b}x{n}: onnxruntime differs from torch by {diff}")
+        diffs[f"{sr}/{b}x{n}"] = diff
+        samples.append({"input": [[b, n], "float32"], "state": [[2, b, 64], "float32"], "sr": [[], "int64", sr]})
+        first = first or (x, state, sr, got)
+    x, state, sr, got = first  # type: ignore[misc]
+    save_reference(reference_path, [x, state, np.array(sr, np.int64)], got)
+    return ModelInfo(
+        family=FAMILY, name="vad_ts", format="onnx", path=model_path, reference=reference_path,
+        inputs={"input": (2, 512), "state": (2, 2, 64), "sr": ()}, outputs=["output", "state_out"],
+        input_dtype="float32", input_dtypes={"input": "float32", "state": "float32", "sr": "int64"},
+        output_shapes={"output": tuple(got[0].shape), "state_out": tuple(got[1].shape)},
+        output_dtypes={"output": "float32", "state_out": "float32"}, dynamic_axes=batch,
+        metadata={"exporter": "ts", "samples": samples, "max_abs_diff_vs_torch": diffs, "randomized": randomized,
+                  **onnx_facts(proto)},
+    )
+
+
 #: name -> (module factory, input shape, dynamic axes of the input {axis: name}, output dynamic axes,
 #: a second input shape to check at)
 _SPECS: dict[str, tuple[Any, tuple[int, ...], dict[int, str], dict[int, str], tuple[int, ...]]] = {
@@ -274,6 +361,8 @@ def _run(path: Path, x: np.ndarray) -> np.ndarray:
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
     """Build, export and check one model against torch at two input shapes; return its ModelInfo."""
+    if name == "vad_ts":
+        return _build_vad(model_path, reference_path)
     kind, exporter = name.rsplit("_", 1)
     factory, shape, axes, out_axes, other = _SPECS[kind]
     torch.manual_seed(SEED)

@@ -44,7 +44,8 @@ _LIBRARIES = (("torch", ("torch",)), ("onnx", ("onnx",)), ("onnxruntime", ("onnx
 #: The fewest nodes onnxsim 0.8.1, onnxslim 0.1.98, onnxoptimizer 0.4.2 or onnxscript 0.7.2's optimizer leave
 #: (among outputs that still match), per model.
 PEER_BEST = {"crnn_ts": 21, "crnn_dynamo": 19, "easy_crnn_ts": 39, "easy_crnn_dynamo": 41, "dbnet_ts": 60,
-             "dbnet_dynamo": 44, "svtr_ts": 95, "svtr_dynamo": 86, "gru_ts": 20, "gru_dynamo": 27, "lstm_loop_ts": 11}
+             "dbnet_dynamo": 44, "svtr_ts": 95, "svtr_dynamo": 86, "gru_ts": 20, "gru_dynamo": 27, "lstm_loop_ts": 11,
+             "vad_ts": 15}
 #: Slow exports (the dynamo exporter on attention blocks, stacked LSTMs, the FPN: 20 s to 2 min each): only with --wide.
 WIDE = {"svtr_dynamo", "easy_crnn_dynamo", "dbnet_dynamo"}
 
@@ -86,22 +87,38 @@ def ocr_model(name: str) -> ModelInfo:
     return info
 
 
-def sample_inputs(info: ModelInfo) -> list[np.ndarray]:
-    """Inputs at the export's shape and at a second shape where every dynamic dim differs."""
+def sample_inputs(info: ModelInfo) -> list[dict[str, np.ndarray]]:
+    """Feeds at the export's sizes and at other sizes where every dynamic dim differs (a model with
+    several inputs lists its feeds in ``metadata["samples"]``: per input its shape, dtype and a value
+    for scalars)."""
     rng = np.random.default_rng(1)
+    if "samples" in info.metadata:
+        feeds = []
+        for sample in info.metadata["samples"]:
+            feed = {}
+            for name, (shape, dtype, *value) in sample.items():
+                feed[name] = (np.array(value[0], dtype) if value
+                              else rng.standard_normal(shape).astype(dtype))
+            feeds.append(feed)
+        return feeds
     shapes = [tuple(info.inputs["input"]), tuple(info.metadata["other_shape"])]
     for axis in info.dynamic_axes["input"]:
         assert shapes[0][axis] != shapes[1][axis], f"dynamic dim {axis} has one size only"
-    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    return [{"input": rng.standard_normal(s).astype(np.float32)} for s in shapes]
 
 
-def run(model: onnx.ModelProto | bytes, x: np.ndarray) -> np.ndarray:
+def run(model: onnx.ModelProto | bytes, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     options = ort.SessionOptions()
     options.log_severity_level = 4
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     data = model if isinstance(model, bytes) else model.SerializeToString()
     session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-    return np.asarray(session.run(None, {"input": x})[0])
+    return [np.asarray(o) for o in session.run(None, feeds)]
+
+
+def same(got: list[np.ndarray], want: list[np.ndarray]) -> bool:
+    return len(got) == len(want) and all(g.shape == w.shape and np.allclose(g, w, rtol=1e-4, atol=1e-5)
+                                         for g, w in zip(got, want))
 
 
 def _params() -> list[object]:
@@ -117,10 +134,12 @@ def test_fewest_nodes_same_outputs_at_every_size_and_idempotent(name: str) -> No
     result = onnx.load_from_string(data)
     onnx.checker.check_model(result, full_check=True)
     assert len(result.graph.node) <= PEER_BEST[name], Counter(n.op_type for n in result.graph.node)
-    for x in sample_inputs(info):
-        want, got = run(original, x), run(data, x)
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    for feeds in sample_inputs(info):
+        want, got = run(original, feeds), run(data, feeds)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     again, _ = simplify(onnx_format.load(Path("again.onnx"), data))
     assert onnx_format.serialize(again) == data
     assert info.path.read_bytes() == original
@@ -171,7 +190,7 @@ def _peer(tool: str, path: Path) -> onnx.ModelProto:
     return onnx_ir.to_proto(model)
 
 
-def latency_ms(model: onnx.ModelProto, x: np.ndarray, optimize: bool, runs: int = 30) -> float:
+def latency_ms(model: onnx.ModelProto, feeds: dict[str, np.ndarray], optimize: bool, runs: int = 30) -> float:
     """Median onnxruntime latency (one thread) of ``model`` on ``x``, graph optimizations off or all on."""
     options = ort.SessionOptions()
     options.log_severity_level = 4
@@ -179,11 +198,11 @@ def latency_ms(model: onnx.ModelProto, x: np.ndarray, optimize: bool, runs: int 
     options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                         else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    session.run(None, {"input": x})
+    session.run(None, feeds)
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        session.run(None, {"input": x})
+        session.run(None, feeds)
         times.append(time.perf_counter() - start)
     return 1000 * float(np.median(times))
 
@@ -214,12 +233,11 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             seconds = time.perf_counter() - start
             try:
-                same = "" if all(np.allclose(run(out, x), w, rtol=1e-4, atol=1e-5) for x, w in zip(xs, want)) \
-                    else "(wrong)"
+                ok = "" if all(same(run(out, x), w) for x, w in zip(xs, want)) else "(wrong)"
             except Exception:  # the output does not run at another size: a result too
-                same = "(fails)"
-            cells.append(f"{len(out.graph.node)}{same} {seconds:5.2f}s")
-            if not same:
+                ok = "(fails)"
+            cells.append(f"{len(out.graph.node)}{ok} {seconds:5.2f}s")
+            if not ok:
                 speed.append(f"{tool} {latency_ms(out, xs[1], False):.2f}/{latency_ms(out, xs[1], True):.2f}")
         original = len(onnx.load(str(info.path)).graph.node)
         print(f"{name:14s} {original:>8d} " + " ".join(f"{c:>14s}" for c in cells), flush=True)
@@ -229,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         for record in report.passes:
             if record.name == "fold_symbolic_shapes":
                 stats.update({k: int(v) for k, v in record.stats.items() if v})
-        latencies.append(f"{name} {tuple(xs[1].shape)}: " + ", ".join(speed))
+        sizes = " ".join(str(tuple(v.shape)) for v in xs[1].values())
+        latencies.append(f"{name} {sizes}: " + ", ".join(speed))
         rules.append(f"{name}: {len(without.graph)} nodes without fold_symbolic_shapes; its rewrites: "
                      + ", ".join(f"{k} {v}" for k, v in sorted(stats.items())))
     print("\nonnxruntime ms (median of 30, one thread; optimizations off / all on), at the second size:")
