@@ -22,7 +22,7 @@ from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter, multiply_by_quantized_multiplier
 from graphwright.runtime.reference._common import OpContext
 from graphwright.runtime.reference.conv import _float32_blocks, _gemm, _Plan
-from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _mul_q
+from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _byte_lookup, _mul_q
 from graphwright.runtime.reference.requant import FastRequant, Float32Requant
 
 from ._oracle import feeds_for
@@ -74,6 +74,36 @@ def test_fast_requant_equals_exact_path(rounding: str, acc_dtype: type, out_dtyp
             expected = _exact(acc, bias, m, shift, zp, lo, hi, rounding, np.dtype(out_dtype))
             assert got.dtype == out_dtype and got.shape == acc.shape
             np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("acc_dtype", [np.int32, np.float32])
+@pytest.mark.parametrize("rounding", ["double", "single"])
+@pytest.mark.parametrize("out_dtype", [np.int8, np.uint8])
+def test_compiled_float32_pass_with_fixups_equals_exact_path(rounding: str, acc_dtype: type, out_dtype: type) -> None:
+    """Sums below 2^24 (a float32 plan): the compiled float32 pass with exact int64 fix-ups of the
+    near-ties gives the int64 formula's integers, on random sums, at ±(2^23) and on adversarial ones."""
+    rng = np.random.default_rng(11)
+    channels = 29
+    m = rng.integers(1 << 30, 1 << 31, channels)
+    shift = -rng.integers(2, 14, channels)
+    bias = rng.integers(-(1 << 16), 1 << 16, channels)
+    info = np.iinfo(out_dtype)
+    zp = int(rng.integers(info.min, info.max))
+    fast = FastRequant.build(bias=bias, m=m, shift=shift, zp=zp, lo=int(info.min), hi=int(info.max),
+                             rounding=rounding, acc_dtype=np.float32, out_dtype=np.dtype(out_dtype), native=True)
+    assert fast is not None and fast.flagged is not None
+    random = rng.integers(-(1 << 23), 1 << 23, (301, channels))
+    edges = np.tile(np.array([[-(1 << 23)] * channels, [(1 << 23) - 1] * channels, [0] * channels]), (50, 1))
+    tricky = _adversarial(rng, m, shift, bias, 3000, 2.0**23)
+    for acc in (random, edges, tricky):  # each over _FLAGGED_MIN sums: the float32 pass
+        acc = acc.astype(acc_dtype)
+        np.testing.assert_array_equal(fast(acc, np.dtype(out_dtype)),
+                                      _exact(acc, bias, m, shift, zp, int(info.min), int(info.max), rounding,
+                                             np.dtype(out_dtype)))
+    one_bit = FastRequant.build(bias=bias, m=m, shift=np.full(channels, -1), zp=zp, lo=int(info.min),
+                                hi=int(info.max), rounding="double", acc_dtype=np.float32,
+                                out_dtype=np.dtype(out_dtype), native=True)
+    assert one_bit is not None and one_bit.flagged is None  # r = 1: a slack of 1/4, the int64 pass keeps it
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["numpy", "jit"])
@@ -184,6 +214,41 @@ def test_pair_tables_equal_the_direct_formula_on_every_pair(name: str, op: str, 
         np.testing.assert_array_equal(_by_table(ctx, a, b, direct), direct(a, b))
         assert "pair_table" in ctx.cache
         np.testing.assert_array_equal(_by_table(ctx, a[:1], b, direct), direct(a[:1], b))  # broadcasting
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "op"), [("convs_int8", "MUL"), ("convs_int8", "SUB")])
+def test_per_channel_vector_tables_equal_the_direct_formula(name: str, op: str) -> None:
+    """A tensor times a per-channel vector (squeeze-and-excite), either order: the pair table's
+    columns of the vector's values, every byte of the tensor, all 256 values of every channel."""
+    node = next(n for n in Interpreter(model("tflite_ops", name).path).graph if n.op == op
+                and n.outputs[0].dtype is not None and n.outputs[0].dtype.value == "int8")
+    rng = np.random.default_rng(9)
+    v = rng.integers(-128, 128, (1, 1, 1, 8)).astype(np.int8)
+    x = np.broadcast_to(np.arange(256, dtype=np.uint8).view(np.int8).reshape(1, 16, 16, 1), (1, 16, 16, 8)).copy()
+    x = np.concatenate([x, rng.integers(-128, 128, (1, 16, 16, 8)).astype(np.int8)], axis=1)  # 512 rows
+    for a, b in ((x, v), (v, x)):
+        ctx = OpContext(node, [a, b], "double", {}, True)
+        direct = _direct(ctx, op)
+        _by_table(ctx, a, b, direct)
+        np.testing.assert_array_equal(_by_table(ctx, a, b, direct), direct(a, b))
+        big = np.tile(a if a.size > b.size else b, (1, 4, 1, 1))  # 2048 rows: the per-channel tables
+        pair = (big, b) if a.size > b.size else (a, big)
+        np.testing.assert_array_equal(_by_table(ctx, *pair, direct), direct(*pair))
+
+
+@pytest.mark.parametrize("size", [255, 256, 1001])
+@pytest.mark.parametrize("out_dtype", [np.int8, np.uint8, np.int16])
+def test_byte_lookups_two_bytes_at_a_time_equal_the_table(size: int, out_dtype: type) -> None:
+    """8-bit results two at a time (even sizes), 16-bit ones (int8 -> int16 QUANTIZE) one at a time."""
+    rng = np.random.default_rng(size)
+    info = np.iinfo(out_dtype)
+    table = rng.integers(info.min, info.max, 256, endpoint=True).astype(out_dtype)
+    lookup = _byte_lookup(table, True)
+    x = rng.integers(-128, 128, size).astype(np.int8)
+    x[:2] = [-128, 127]
+    np.testing.assert_array_equal(lookup(x), table[x.view(np.uint8)])
+    np.testing.assert_array_equal(lookup(x[::2]), table[x[::2].view(np.uint8)])  # strided: numpy's gather
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["numpy", "jit"])

@@ -69,6 +69,7 @@ def _session(b: np.ndarray, zb: np.ndarray | None, za: int) -> object:
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.enable_cpu_mem_arena = False  # outputs from malloc: the memory the last layer freed, still in cache
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

@@ -7,8 +7,10 @@ Imported only through :mod:`.jit` (importing numba costs ~0.3 s and compiling a
 loop ~0.5 s per signature; ``cache=True`` keeps the machine code on disk, so
 that is paid once per machine).  Every function writes into an ``out`` array the
 caller allocated and releases the GIL.  Both roundings are one formula over
-per-channel constants ``p = (m, nudge, half, r, neg, lo, hi)`` (made by
-``requant.FastRequant.compile``)::
+per-channel constants, the rows of one int64 array ``p = [m, nudge, half, r, neg, lo, hi]``
+of shape [7, C] (made by ``requant.FastRequant.compile``; one array, not a tuple of them:
+numba types an array argument several times faster, and these kernels run ~100 times per
+inference)::
 
     h = ((acc + bias)·m + nudge') >> 31          nudge = bias·m + nudge'
     y = clamp((h + half − [h < 0]·neg) >> r, lo, hi)
@@ -32,9 +34,17 @@ _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
 
 @numba.njit(inline="always", **_JIT)
-def _requantized(v, c, p):  # type: ignore[no-untyped-def]
-    """Accumulator ``v`` of channel ``c`` requantized and clamped (see the module docstring)."""
-    m, nudge, half, right, neg, lo, hi = p
+def _rows(p):  # type: ignore[no-untyped-def]
+    """The constants ``p`` [7, C] as ``(m, nudge, half, r, neg, lo, hi)``: five 1-D rows and two scalars,
+    taken once per kernel call (LLVM vectorizes the channel loops over separate rows, not over ``p[k, c]``)."""
+    return p[0], p[1], p[2], p[3], p[4], p[5, 0], p[6, 0]
+
+
+@numba.njit(inline="always", **_JIT)
+def _requantized(v, c, q):  # type: ignore[no-untyped-def]
+    """Accumulator ``v`` of channel ``c`` requantized and clamped (see the module docstring); ``q``:
+    :func:`_rows` of the constants."""
+    m, nudge, half, right, neg, lo, hi = q
     h = (v * m[c] + nudge[c]) >> 31
     y = (h + half[c] - ((h >> 63) & neg[c])) >> right[c]
     return min(max(y, lo), hi)
@@ -44,9 +54,48 @@ def _requantized(v, c, p):  # type: ignore[no-untyped-def]
 def requantize(acc, p, out):  # type: ignore[no-untyped-def]
     """``out[i, c]`` = ``acc[i, c]`` requantized; ``acc`` [rows, C] holds exact integers (float or int)."""
     rows, channels = acc.shape
+    q = _rows(p)
     for i in range(rows):
         for c in range(channels):
-            out[i, c] = _requantized(np.int64(acc[i, c]), c, p)
+            out[i, c] = _requantized(np.int64(acc[i, c]), c, q)
+
+
+@numba.njit(**_JIT)
+def requantize_flagged(acc, q, p, out, flags):  # type: ignore[no-untyped-def]
+    """:func:`requantize` for sums below 2^24 (exact in float32), in float32 (16 lanes) as
+    ``requant.FastRequant``'s numpy path, with ``q`` [5, C] float32 (scale, offset, the output
+    range's ends ∓ ½, the fix-up limit): ``u = acc·scale[c] + offset[c]`` clamped to the range,
+    ``out = ⌊u⌋``, and the elements whose fraction ``u − ⌊u⌋`` is at most the limit flagged in
+    ``flags`` (uint8, same shape) — then recomputed with the exact int64 formula (``p``) in a
+    second pass that skips eight unflagged bytes at a time."""
+    rows, channels = acc.shape
+    scale, offset, lo, hi, limit = q[0], q[1], q[2, 0], q[3, 0], q[4, 0]
+    for i in range(rows):
+        a = acc[i]
+        o = out[i]
+        f = flags[i]
+        for c in range(channels):
+            u = np.float32(a[c]) * scale[c]
+            u = u + offset[c]
+            u = min(max(u, lo), hi)
+            whole = np.floor(u)
+            o[c] = np.int32(whole)
+            f[c] = (u - whole) <= limit
+    flat = flags.reshape(-1)
+    total = flat.size
+    words = total // 8
+    packed = flat[:words * 8].view(np.uint64)
+    sums = acc.reshape(-1)
+    outs = out.reshape(-1)
+    exact = _rows(p)
+    for j in range(words):
+        if packed[j] != 0:
+            for k in range(j * 8, j * 8 + 8):
+                if flat[k]:
+                    outs[k] = _requantized(np.int64(sums[k]), k % channels, exact)
+    for k in range(words * 8, total):
+        if flat[k]:
+            outs[k] = _requantized(np.int64(sums[k]), k % channels, exact)
 
 
 @numba.njit(**_JIT)
@@ -61,35 +110,70 @@ def requantize_float32(acc, bias, scale, zp, lo, hi, out):  # type: ignore[no-un
 
 
 @numba.njit(**_JIT)
-def depthwise(x, zp_in, w, sh, sw, dh, dw, pt, pl, p, out):  # type: ignore[no-untyped-def]
-    """Depthwise convolution of ``x`` [N, H, W, C] (8-bit; depth multiplier already
-    expanded) with int32 taps ``w`` [KH, KW, C] (weight zero point removed): int32
-    sums of the in-image taps — padded taps contribute 0, as padding with ``zp_in``
-    does — requantized into ``out`` [N, OH, OW, C], or with ``p`` None stored as they are
-    (int32 ``out``) for a requantization of another kind."""
+def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc):  # type: ignore[no-untyped-def]
+    """Depthwise convolution over ``xp`` [N, HP, WP, C], the 8-bit input inside a border of its
+    zero point (depth multiplier already expanded), with int32 taps ``w`` [KH, KW, C]: each output
+    row's int32 sums ``Σ_taps x·w`` gathered in ``acc`` [OW, C] one kernel row at a time (3- and
+    5-wide rows unrolled, so the channel loop keeps the row's sum in registers), then
+    ``Σ − offset[c]`` (``offset = zp_in·Σ_taps w``: the sums of ``(x − zp_in)·w``, border taps 0)
+    requantized into ``out`` [N, OH, OW, C] — or with ``p`` None stored as they are (int32 ``out``)."""
     batch, oh, ow, channels = out.shape
     kh, kw = w.shape[0], w.shape[1]
-    height, width = x.shape[1], x.shape[2]
-    acc = np.empty(channels, np.int32)
     for n in range(batch):
         for oy in range(oh):
-            for ox in range(ow):
-                acc[:] = 0
-                for i in range(kh):
-                    iy = oy * sh - pt + i * dh
-                    if iy < 0 or iy >= height:
-                        continue
-                    for j in range(kw):
-                        ix = ox * sw - pl + j * dw
-                        if ix < 0 or ix >= width:
-                            continue
-                        for c in range(channels):
-                            acc[c] += (np.int32(x[n, iy, ix, c]) - zp_in) * w[i, j, c]
-                for c in range(channels):
-                    if p is None:  # the int32 sums themselves (numba prunes the branch not taken)
-                        out[n, oy, ox, c] = acc[c]
-                    else:
-                        out[n, oy, ox, c] = _requantized(np.int64(acc[c]), c, p)
+            for i in range(kh):
+                r = xp[n, oy * sh + i * dh]
+                wi = w[i]
+                if kw == 3:
+                    w0, w1, w2 = wi[0], wi[1], wi[2]
+                    for ox in range(ow):
+                        b = ox * sw
+                        a0, a1, a2 = r[b], r[b + dw], r[b + 2 * dw]
+                        s = acc[ox]
+                        if i == 0:
+                            for c in range(channels):
+                                s[c] = np.int32(a0[c]) * w0[c] + np.int32(a1[c]) * w1[c] + np.int32(a2[c]) * w2[c]
+                        else:
+                            for c in range(channels):
+                                s[c] += np.int32(a0[c]) * w0[c] + np.int32(a1[c]) * w1[c] + np.int32(a2[c]) * w2[c]
+                elif kw == 5:
+                    w0, w1, w2, w3, w4 = wi[0], wi[1], wi[2], wi[3], wi[4]
+                    for ox in range(ow):
+                        b = ox * sw
+                        a0, a1, a2, a3, a4 = r[b], r[b + dw], r[b + 2 * dw], r[b + 3 * dw], r[b + 4 * dw]
+                        s = acc[ox]
+                        if i == 0:
+                            for c in range(channels):
+                                s[c] = (np.int32(a0[c]) * w0[c] + np.int32(a1[c]) * w1[c] + np.int32(a2[c]) * w2[c]
+                                        + np.int32(a3[c]) * w3[c] + np.int32(a4[c]) * w4[c])
+                        else:
+                            for c in range(channels):
+                                s[c] += (np.int32(a0[c]) * w0[c] + np.int32(a1[c]) * w1[c] + np.int32(a2[c]) * w2[c]
+                                         + np.int32(a3[c]) * w3[c] + np.int32(a4[c]) * w4[c])
+                else:
+                    for ox in range(ow):
+                        s = acc[ox]
+                        if i == 0:
+                            s[:] = 0
+                        for j in range(kw):
+                            a = r[ox * sw + j * dw]
+                            wj = wi[j]
+                            for c in range(channels):
+                                s[c] += np.int32(a[c]) * wj[c]
+            o = out[n, oy]
+            if p is None:  # the int32 sums themselves (numba prunes the branch not taken)
+                for ox in range(ow):
+                    dest = o[ox]
+                    s = acc[ox]
+                    for c in range(channels):
+                        dest[c] = s[c] - offset[c]
+            else:
+                q = _rows(p)
+                for ox in range(ow):
+                    dest = o[ox]
+                    s = acc[ox]
+                    for c in range(channels):
+                        dest[c] = _requantized(np.int64(s[c]) - offset[c], c, q)
 
 
 @numba.njit(**_JIT)
@@ -152,9 +236,9 @@ def im2col(x, zp, sh, sw, dh, dw, pt, pl, out):  # type: ignore[no-untyped-def]
                     left = ox * sw - pl
                     dest = out[n, oy, ox, i]
                     if dw == 1 and left >= 0 and left + kw <= width:
-                        start = left * channels
+                        src = row[left * channels:left * channels + span]  # a slice: no negative-index checks
                         for k in range(span):
-                            dest[k] = row[start + k] - zp
+                            dest[k] = src[k] - zp
                         continue
                     for j in range(kw):
                         ix = left + j * dw
@@ -183,9 +267,9 @@ def im2col_bytes(x, flip, pad, sh, sw, dh, dw, pt, pl, out):  # type: ignore[no-
                     left = ox * sw - pl
                     dest = out[n, oy, ox, i]
                     if dw == 1 and left >= 0 and left + kw <= width:
-                        start = left * channels
+                        src = row[left * channels:left * channels + span]  # a slice: no negative-index checks
                         for k in range(span):
-                            dest[k] = row[start + k] ^ flip
+                            dest[k] = src[k] ^ flip
                         continue
                     for j in range(kw):
                         ix = left + j * dw
@@ -237,6 +321,25 @@ def pair_lookup(a, b, table, out):  # type: ignore[no-untyped-def]
     for i in range(rows):
         for j in range(columns):
             out[i, j] = table[(np.int32(a[i, j]) << 8) | np.int32(b[i, j])]
+
+
+@numba.njit(**_JIT)
+def channel_lookup(x, v, table, x_first, out):  # type: ignore[no-untyped-def]
+    """``out[i, c] = table[x[i, c]·256 + v[c]]`` (``x_first``) or ``table[v[c]·256 + x[i, c]]`` for the
+    bytes of ``x`` [rows, C] (contiguous) and of a per-channel vector ``v`` [C] (the broadcast MUL of
+    squeeze-and-excite blocks): the pair table's C columns taken once per call into a [C, 256] table
+    (C·256 gathers), then one gather per element from that small table."""
+    rows, channels = x.shape
+    tables = np.empty((channels, 256), table.dtype)
+    for c in range(channels):
+        for k in range(256):
+            tables[c, k] = table[(k << 8) | np.int32(v[c])] if x_first else table[(np.int32(v[c]) << 8) | k]
+    flat = tables.reshape(-1)
+    for i in range(rows):
+        xi = x[i]
+        oi = out[i]
+        for c in range(channels):
+            oi[c] = flat[c * 256 + np.int32(xi[c])]
 
 
 @numba.njit(**_JIT)

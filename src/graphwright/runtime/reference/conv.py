@@ -17,8 +17,12 @@ convolutions become compiled runners with preallocated buffers (:mod:`.runners`)
 1x1 convolutions are one GEMM on the NHWC buffer, other convolutions one strided
 im2col copy and one GEMM, depthwise ones one ``einsum`` over a strided view of
 the taps.  With the compiled loops (:mod:`.jit`) the requantization and the whole
-depthwise convolution are one compiled pass each, and fully connected layers of
-at most ``_DENSE_ROWS`` rows are 8-bit dot products (exact integer sums).  Float32
+depthwise convolution are one compiled pass each, and the 8-bit CONV_2D and
+FULLY_CONNECTED layers with constant weights and int32 accumulators sum on
+onnxruntime's integer GEMM (:mod:`._gemm`: exact int32 sums, 3–4x faster than the
+float32 BLAS GEMM; a KHxKW convolution's im2col matrix made in uint8); without
+onnxruntime, fully connected layers of at most ``_DENSE_ROWS`` rows are 8-bit dot
+products and the rest stays on BLAS.  Float32
 convolutions run the same runners, ending in a float32 bias and clamp (depthwise: a
 compiled float32 loop); their float32 sums run in BLAS's order, so they match LiteRT's
 to rounding, not bit for bit.
@@ -60,7 +64,7 @@ from ._common import (
     padding_before,
     round_half_away,
 )
-from ._gemm import IntegerGemm
+from ._gemm import IntegerGemm, unsigned
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -500,7 +504,13 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
     plan = ctx.cache.get("plan") or _plan(ctx, _matrix(ctx, w, q_w, (units, depth)).T, units, rounding,
                                                 real_scale=litert)
     rows = x.size // depth
-    if plan.fast is not None and plan.fast.native is not None and rows <= _DENSE_ROWS and q_in is not None:
+    gemm = _integer_gemm(ctx, plan, x)
+    if gemm is not None:
+        scratch = ctx.cache.get("rows")
+        if scratch is None or scratch.shape != (rows, depth):
+            scratch = ctx.cache["rows"] = np.empty((rows, depth), np.uint8)
+        acc = gemm(unsigned(x.reshape(rows, depth), scratch))
+    elif plan.fast is not None and plan.fast.native is not None and rows <= _DENSE_ROWS and q_in is not None:
         acc = _native_dense(ctx, plan, x.reshape(rows, depth), q_in.zp)
     else:
         acc = _gemm(plan, _shifted_input(x.reshape(-1, depth), q_in, plan.in_dtype))

@@ -82,11 +82,43 @@ def _f64(v: float | np.floating[Any]) -> float:
     return float(np.float64(np.float32(v)))
 
 
+def _long_rows(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(a', b')`` computing ``a op b`` with long inner loops when one operand is a short vector over
+    the other's last axis (``[224, 224, 3] · [3]``: numpy's inner loop would be 3 long): the big one
+    seen as rows of ``T·C`` values, the vector tiled ``T`` times; the result is reshaped back.
+    None where that does not apply (same shapes, long last axis, other broadcasts)."""
+    for big, small, swap in ((a, b, False), (b, a, True)):
+        c = big.shape[-1] if big.ndim else 0
+        if small.size != c or c >= _LONG_ROW or small.ndim > big.ndim or small.shape[-1:] != big.shape[-1:] \
+                or big.size == small.size or not big.flags.c_contiguous:
+            continue
+        rows, times = big.size // c, 1
+        while times * c < _LONG_ROW and rows % (2 * times) == 0:
+            times *= 2
+        if times == 1:
+            return None
+        wide, tile = big.reshape(-1, times * c), np.tile(small.reshape(-1), times)
+        return (tile, wide) if swap else (wide, tile)
+    return None
+
+
+#: inner loops at least this long keep numpy's vectorized loops busy (see :func:`_long_rows`)
+_LONG_ROW = 256
+
+
+def _float_pair(ufunc: np.ufunc, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``ufunc(a, b)`` of two float32 tensors into one fresh buffer (:func:`_long_rows` where it applies)."""
+    pair = _long_rows(a, b)
+    if pair is None:
+        return ufunc(a, b)  # type: ignore[no-any-return]
+    return ufunc(*pair).reshape(np.broadcast_shapes(a.shape, b.shape))  # type: ignore[no-any-return]
+
+
 def _add_sub(ctx: OpContext, sign: int) -> list[np.ndarray]:
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
     if dtype == np.float32 and a.dtype == b.dtype == np.float32:  # one fresh sum, clamped in place
-        y = np.add(a, b) if sign > 0 else np.subtract(a, b)
+        y = _float_pair(np.add if sign > 0 else np.subtract, a, b)
         return [np.clip(y, *activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype), out=y)]
     if dtype.kind == "f":
         y = a.astype(np.float32) + sign * b.astype(np.float32)
@@ -171,6 +203,13 @@ def _by_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
         hi_bits = (bits >> 8).astype(np.uint8).view(a.dtype)
         lo_bits = (bits & 0xFF).astype(np.uint8).view(a.dtype)
         table = ctx.cache["pair_table"] = np.ascontiguousarray(fn(hi_bits, lo_bits))
+    if ctx.jit and a.ndim == b.ndim >= 1 and a.shape != b.shape:  # one tensor times a per-channel vector
+        for x, v, x_first in ((a, b, True), (b, a, False)):
+            if v.size == x.shape[-1] == v.shape[-1] > 1 and x.flags.c_contiguous and x.size >= 2048 * v.size:
+                out = np.empty(x.shape, table.dtype)
+                kernels().channel_lookup(x.reshape(-1, v.size).view(np.uint8), np.ascontiguousarray(v).reshape(-1)
+                                         .view(np.uint8), table, x_first, out.reshape(-1, v.size))
+                return out
     if ctx.jit:  # one compiled pass over [rows, last axis] views, broadcasting by zero strides
         if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
             shape, rows, a2, b2 = a.shape, (1, -1), a, b
@@ -203,11 +242,11 @@ def sub(ctx: OpContext) -> list[np.ndarray]:
 def mul(ctx: OpContext) -> list[np.ndarray]:
     gated = ctx.cache.get("gated")
     if gated:  # x·g(x), decided on an earlier run: one table of x (g(x) is not read, may be None)
-        return [_byte_lookup(gated[1], ctx.jit)(ctx.x(gated[0]))]
+        return [gated[1](ctx.x(gated[0]))]
     a, b = ctx.x(0), ctx.x(1)
     dtype = ctx.out_dtype()
     if dtype == np.float32 and a.dtype == b.dtype == np.float32:  # one fresh product, clamped in place
-        y = np.multiply(a, b)
+        y = _float_pair(np.multiply, a, b)
         return [np.clip(y, *activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype), out=y)]
     if dtype.kind == "f":
         return [apply_activation(ctx, a.astype(np.float32) * b.astype(np.float32), dtype)]
@@ -222,8 +261,8 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
         _symmetric(ctx, *_quants(ctx, 0, 1))
     gated = _gated_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q)) if ctx.jit else None
     if gated is not None:
-        side, table = gated
-        return [_byte_lookup(table, ctx.jit)(ctx.x(side))]
+        side, lookup = gated
+        return [lookup(ctx.x(side))]
     return [_by_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q))]
 
 
@@ -233,9 +272,10 @@ _GATES = frozenset({"LOGISTIC", "TANH"})
 
 
 def _gated_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
-                 fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> tuple[int, np.ndarray] | None:
+                 fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                 ) -> tuple[int, Callable[[np.ndarray], np.ndarray]] | None:
     """For ``fn(x, g(x))`` (either order) with ``g`` an 8-bit LOGISTIC/TANH of the other input:
-    which input is ``x`` and the 256-entry table of ``fn`` over every ``x`` — ``g(x)`` computed by
+    which input is ``x`` and the lookup (:func:`_byte_lookup`) of the 256-entry table of ``fn`` over every ``x`` — ``g(x)`` computed by
     ``g``'s own kernel, so each entry is the pair table's entry; one read of ``x`` instead of
     two inputs and 2^16 entries.  None otherwise; decided once per operator."""
     found = ctx.cache.get("gated", False)
@@ -250,7 +290,7 @@ def _gated_table(ctx: OpContext, a: np.ndarray, b: np.ndarray,
                 x = np.arange(256, dtype=np.uint8).view(a.dtype)
                 gx = KERNELS[gate.op](OpContext(gate, [x], ctx.rounding, None, ctx.jit, ctx.flavor))[0]
                 if gx.dtype == a.dtype:
-                    found = (side, np.ascontiguousarray(fn(x, gx) if side == 0 else fn(gx, x)))
+                    found = (side, _byte_lookup(np.ascontiguousarray(fn(x, gx) if side == 0 else fn(gx, x)), ctx.jit))
                     ctx.cache["unread"] = 1 - side  # the interpreter may leave the gate out
                 break
     ctx.cache["gated"] = found
@@ -286,10 +326,10 @@ def _by_byte_table(ctx: OpContext, x: np.ndarray, make: Callable[[], Callable[[n
     element; O(256) once, then one gather of O(n) (compiled with ``ctx.jit``)."""
     if x.dtype.itemsize != 1 or x.dtype.kind not in "iu":
         return make()(x)
-    table = ctx.cache.get("byte_table")
-    if table is None:
-        table = ctx.cache["byte_table"] = np.ascontiguousarray(make()(np.arange(256, dtype=np.uint8).view(x.dtype)))
-    lookup = _byte_lookup(table, ctx.jit)
+    lookup = ctx.cache.get("byte_lookup")
+    if lookup is None:
+        table = np.ascontiguousarray(make()(np.arange(256, dtype=np.uint8).view(x.dtype)))
+        lookup = ctx.cache["byte_lookup"] = _byte_lookup(table, ctx.jit)
     if len(ctx.node.inputs) == 1:  # a function of x alone: the interpreter may call it directly
         ctx.cache["compiled"] = (x.shape, x.dtype, lookup)
     return lookup(x)
@@ -297,15 +337,26 @@ def _by_byte_table(ctx: OpContext, x: np.ndarray, make: Callable[[], Callable[[n
 
 def _byte_lookup(table: np.ndarray, jit: bool) -> Callable[[np.ndarray], np.ndarray]:
     """``table[x]`` for the bytes of an 8-bit ``x``: one compiled pass (``jit``, contiguous
-    ``x``) or numpy's gather."""
-    compiled = kernels().byte_lookup if jit else None
+    ``x``) or numpy's gather.  Compiled, with 8-bit results, two bytes at a time where ``x`` has an
+    even size: a 2^16-entry table of every byte pair's two results (128 KB, built here once; half
+    the gathers)."""
+    if not jit:
+        return lambda x: table[x.view(np.uint8)]  # type: ignore[no-any-return]
+    compiled = kernels()
+    wide = None
+    if table.dtype.itemsize == 1:  # 8-bit results: two of them in one uint16 entry
+        pairs = np.arange(1 << 16, dtype=np.uint16).view(np.uint8).reshape(-1, 2)  # each uint16's two bytes
+        wide = np.ascontiguousarray(table.view(np.uint8)[pairs]).reshape(-1).view(np.uint16)
 
     def lookup(x: np.ndarray) -> np.ndarray:
-        if compiled is not None and x.flags.c_contiguous:
-            out = np.empty(x.shape, table.dtype)
-            compiled(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
-            return out
-        return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+        if not x.flags.c_contiguous:
+            return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+        out = np.empty(x.shape, table.dtype)
+        if wide is not None and x.size % 2 == 0:
+            compiled.byte_lookup(x.reshape(-1).view(np.uint16), wide, out.reshape(-1).view(np.uint16))
+        else:
+            compiled.byte_lookup(x.reshape(-1).view(np.uint8), table, out.reshape(-1))
+        return out
 
     return lookup
 

@@ -7,7 +7,9 @@ order, which is TFLite's execution order.  ``trace(feeds)`` returns every tensor
 of the main graph by name: graph inputs, every intermediate, outputs — what
 ``experimental_preserve_all_tensors`` gives in LiteRT.  Cost: the sum of the
 kernels' costs; memory: every tensor is kept only when tracing, else freed after
-its last use.
+its last use.  A run (not a trace) leaves out a LOGISTIC/TANH whose every reader
+says it does not read it and whose output is not asked for (an 8-bit swish
+``x·sigmoid(x)`` reads one table of ``x``, see ``_Plan.skipped``).
 
 Every graph has its own plan (kernel, inputs, outputs, tensors to free per
 operator), built once: the main graph and each subgraph the control-flow

@@ -50,6 +50,11 @@ __all__ = ["FastRequant", "Float32Requant"]
 
 #: |U| beyond which an 8-bit output is clamped whatever the rounding
 _CLAMP_DECIDES = 2.0**10
+#: accumulators the compiled float32 pass reads (exact there when the layer's sums stay below 2^24,
+#: which an accumulator dtype of float32 at :meth:`FastRequant.build` promises)
+_EXACT_IN_FLOAT32 = (np.dtype(np.int32), np.dtype(np.float32))
+#: below this many sums the one int64 pass costs less than the float32 pass and its flags
+_FLAGGED_MIN = 4096
 
 
 class FastRequant:
@@ -59,8 +64,8 @@ class FastRequant:
     added once and never changed), so one instance may serve several threads.
     """
 
-    __slots__ = ("bias", "channels", "dtype", "half", "hi", "limit", "lo", "m", "native", "offset", "params",
-                 "right", "right_pos", "rounding", "scale", "shift", "tiles", "zp")
+    __slots__ = ("bias", "channels", "dtype", "flagged", "half", "hi", "limit", "lo", "m", "native", "offset",
+                 "params", "right", "right_pos", "rounding", "scale", "shift", "tiles", "zp")
 
     def __init__(self, *, bias: np.ndarray, m: np.ndarray, shift: np.ndarray, zp: int, lo: int, hi: int,
                  rounding: str, acc_dtype: type, slack: float, scale: np.ndarray, offset: np.ndarray) -> None:
@@ -83,7 +88,9 @@ class FastRequant:
         #: width -> (scale, offset) repeated ``width`` times: one long inner loop for numpy
         self.tiles: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         #: (the compiled kernels' module, their per-channel constants) once :meth:`compile` ran
-        self.native: tuple[ModuleType, tuple[object, ...]] | None = None
+        self.native: tuple[ModuleType, np.ndarray] | None = None
+        #: the float32 constants [5, C] of the compiled float pass with exact fix-ups (see :meth:`compile`)
+        self.flagged: np.ndarray | None = None
 
     @classmethod
     def build(cls, *, bias: np.ndarray | None, m: np.ndarray, shift: np.ndarray, zp: int,
@@ -127,8 +134,14 @@ class FastRequant:
         else:  # one floor shift by 31 + r = a floor shift by 31, then by r
             m, nudge, right = self.params[:, 0], self.params[:, 1], self.right
             half, neg = np.int64(self.zp) * (np.int64(1) << right), np.zeros_like(right)
-        columns = tuple(np.ascontiguousarray(a, dtype=np.int64) for a in (m, nudge, half, right, neg))
-        self.native = (kernels(), (*columns, np.int64(self.lo), np.int64(self.hi)))
+        ones = np.ones(self.channels, np.int64)
+        rows = (m, nudge, half, right, neg, self.lo * ones, self.hi * ones)
+        self.native = (kernels(), np.ascontiguousarray(np.stack([np.asarray(r, np.int64) for r in rows])))
+        if self.dtype is np.float32 and float(self.limit) < 0.25:  # sums below 2^24, slack bounded (see build)
+            ones32 = np.ones(self.channels, np.float32)
+            self.flagged = np.ascontiguousarray(np.stack([
+                np.asarray(self.scale, np.float32), np.asarray(self.offset, np.float32),
+                np.float32(self.lo + 0.5) * ones32, np.float32(self.hi + 0.5) * ones32, np.float32(self.limit) * ones32]))
 
     def _tiled(self, width: int) -> tuple[np.ndarray, np.ndarray]:
         tile = self.tiles.get(width)
@@ -141,7 +154,12 @@ class FastRequant:
         if self.native is not None:
             compiled, constants = self.native
             y = np.empty(acc.shape, out_dtype)
-            compiled.requantize(acc.reshape(-1, self.channels), constants, y.reshape(-1, self.channels))
+            if self.flagged is not None and acc.size >= _FLAGGED_MIN and acc.dtype in _EXACT_IN_FLOAT32 \
+                    and acc.flags.c_contiguous:
+                compiled.requantize_flagged(acc.reshape(-1, self.channels), self.flagged, constants,
+                                            y.reshape(-1, self.channels), np.empty((acc.size // self.channels, self.channels), np.uint8))
+            else:
+                compiled.requantize(acc.reshape(-1, self.channels), constants, y.reshape(-1, self.channels))
             return y
         scale, offset = self._tiled(acc.shape[-2]) if acc.ndim >= 2 else (self.scale, self.offset)
         u = np.multiply(acc, scale)

@@ -12,7 +12,10 @@ inputs ``x − zp_in`` and products/sums exact in the plan's float dtype (see
 ``conv._plan``), requantized by :class:`.requant.FastRequant`.  Float32 convolutions
 run the same 1x1 and KHxKW runners (the float input read as it is: no shifted copy)
 ending in an in-place float32 bias and activation clamp, and depthwise ones as a
-compiled float32 loop (:func:`float_depthwise_runner`).
+compiled float32 loop (:func:`float_depthwise_runner`).  8-bit convolutions with the
+compiled loops sum on onnxruntime's integer GEMM instead (:func:`integer_pointwise_runner`,
+:func:`integer_window_runner`, :mod:`._gemm`), and their depthwise layers sum a
+zero-point-bordered copy of the input (:func:`_native_depthwise`).
 
 Measured choices (int8 MobileNetV2, 1 thread): a depthwise layer as one ``einsum``
 over a no-copy strided view of its taps takes 0.35–0.7x the time of KH·KW
@@ -198,19 +201,23 @@ def depthwise_runner(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype:
 
 
 def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype: np.dtype) -> Runner:
-    """The compiled depthwise loop (:mod:`.jit`): int32 sums of the in-image taps of
-    the unpadded 8-bit input, requantized in the same pass."""
+    """The compiled depthwise loop (:mod:`.jit`): the 8-bit input copied into a buffer bordered
+    by its zero point (filled once; only the interior is written), int32 sums of its taps, less
+    ``zp_in·Σ_taps w`` per channel (the sums of ``(x − zp_in)·w``, border taps adding 0),
+    requantized in the same pass."""
     fast = plan.fast
     assert fast is not None and fast.native is not None
     compiled, constants = fast.native
     fused = isinstance(fast, FastRequant)  # else the sums go to the float32 requantizer after
     weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.int32))  # exact integers
-    zp, shape = np.int32(zp_in), (g.n, g.oh, g.ow, g.co)
+    offset = (np.int64(zp_in) * weights.astype(np.int64).sum(axis=(0, 1))).astype(np.int64)
+    shape = (g.n, g.oh, g.ow, g.co)
+    acc = np.empty((g.ow, g.co), np.int32)
 
     def run(x: np.ndarray) -> np.ndarray:
+        xp = _bordered(x, g, mult, zp_in)
         y = np.empty(shape, out_dtype if fused else np.int32)
-        compiled.depthwise(np.repeat(x, mult, axis=3) if mult > 1 else x, zp, weights, g.sh, g.sw, g.dh, g.dw,
-                           g.pt, g.pl, constants if fused else None, y)  # output channel c·M + m reads input c
+        compiled.depthwise_padded(xp, weights, offset, g.sh, g.sw, g.dh, g.dw, constants if fused else None, y, acc)
         return y if fused else fast(y, out_dtype)
 
     return run
@@ -219,7 +226,8 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
 def float_depthwise_runner(plan: _Plan, g: Geometry, mult: int, bias: np.ndarray | None, lo: float, hi: float
                            ) -> Runner:
     """Float32 depthwise convolution as the compiled loop (:mod:`.jit`): sums, bias and
-    activation in one pass over the unpadded input."""
+    activation in one pass over the unpadded input.  (The bordered, row-unrolled form of the 8-bit
+    loop gave the same floats but was faster only on large stride-1 layers: not kept.)"""
     compiled = kernels()
     weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.float32))
     bias32 = np.zeros(g.co, np.float32) if bias is None else bias.astype(np.float32)
@@ -232,6 +240,20 @@ def float_depthwise_runner(plan: _Plan, g: Geometry, mult: int, bias: np.ndarray
         return y
 
     return run
+
+
+def _bordered(x: np.ndarray, g: Geometry, mult: int, fill: int) -> np.ndarray:
+    """``x`` (output channel c·M + m reading input channel c) inside a border of ``fill`` in a fresh
+    [N, HP, WP, C] buffer (the memory the last layer freed, still in cache): border and interior
+    each written once."""
+    xp = np.empty((g.n, g.hp, g.wp, g.co), x.dtype)
+    h, w = x.shape[1], x.shape[2]
+    xp[:, :g.pt] = fill
+    xp[:, g.pt + h:] = fill
+    xp[:, g.pt:g.pt + h, :g.pl] = fill
+    xp[:, g.pt:g.pt + h, g.pl + w:] = fill
+    xp[:, g.pt:g.pt + h, g.pl:g.pl + w, :] = np.repeat(x, mult, axis=3) if mult > 1 else x
+    return xp
 
 
 #: from this many channels on, one ``einsum`` over strided windows beats per-tap
@@ -311,10 +333,9 @@ def integer_pointwise_runner(gemm: IntegerGemm, x: np.ndarray, channels: int, fi
             return finish(gemm(np.ascontiguousarray(x).reshape(rows_shape)).reshape(out_shape))
 
         return run_unsigned
-    rows: np.ndarray = np.empty(rows_shape, np.uint8)
 
-    def run(x: np.ndarray) -> np.ndarray:
-        return finish(gemm(unsigned(x.reshape(rows_shape), rows)).reshape(out_shape))
+    def run(x: np.ndarray) -> np.ndarray:  # a fresh buffer: the memory the last layer freed, still in cache
+        return finish(gemm(unsigned(x.reshape(rows_shape), np.empty(rows_shape, np.uint8))).reshape(out_shape))
 
     return run
 
