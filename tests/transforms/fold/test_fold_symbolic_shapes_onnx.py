@@ -398,3 +398,29 @@ def test_a_slice_to_a_tensors_own_length_is_gone() -> None:
     result = _fold_twice(m)
     assert result.stats["noops_removed"] == 1 and ops(m).count("Slice") == 2
     _check_sizes(p, m, [{"S": 2}, {"S": 5}])
+
+
+def test_glue_inside_a_scan_body() -> None:
+    """Scan over x[T, B, 2, 3]: the body reshapes its slice [B, 2, 3] by Concat(Gather(Shape(xt), 0), [-1])
+    -> [0, -1] and adds it to the running sum; outputs equal at two (T, B) sizes."""
+    body = helper.make_graph(
+        [mk("Shape", ["xt"], ["s"]), mk("Gather", ["s", "i0"], ["b"], axis=0), mk("Unsqueeze", ["b", "ax"], ["bu"]),
+         mk("Concat", ["bu", "m1"], ["t"], axis=0), mk("Reshape", ["xt", "t"], ["flat"]),
+         mk("Add", ["acc", "flat"], ["acc_out"]), mk("Identity", ["flat"], ["scan_out"])],
+        "body", [vi("acc", F, ["B", 6]), vi("xt", F, ["B", 2, 3])],
+        [vi("acc_out", F, ["B", 6]), vi("scan_out", F, ["B", 6])],
+        [_i("i0", 0, scalar=True), _i("ax", 0), _i("m1", -1)])
+    nodes = [mk("Shape", ["x"], ["xs"]), mk("Gather", ["xs", "one"], ["bsz"], axis=0),
+             mk("Unsqueeze", ["bsz", "ax0"], ["bszu"]), mk("Concat", ["bszu", "six"], ["zs"], axis=0),
+             mk("ConstantOfShape", ["zs"], ["zeros"]),
+             mk("Scan", ["zeros", "x"], ["total", "steps"], body=body, num_scan_inputs=1)]
+    inits = [_i("one", 1, scalar=True), _i("ax0", 0), _i("six", 6)]
+    m, p = model(nodes, [vi("x", F, ["T", "B", 2, 3])], [vi("total", F, ["B", 6]), vi("steps", F, ["T", "B", 6])],
+                 inits)
+    result = _fold_twice(m)
+    assert result.stats["targets_folded"] == 1
+    scan = next(n for n in m.graph if n.op == "Scan")
+    inner = list(scan.attrs["body"].value)
+    assert "Shape" not in [n.op for n in inner]
+    assert next(n for n in inner if n.op == "Reshape").inputs[1].const.numpy().tolist() == [0, -1]
+    _check_sizes(p, m, [{"T": 2, "B": 3}, {"T": 4, "B": 1}])
