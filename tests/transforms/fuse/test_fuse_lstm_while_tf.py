@@ -25,8 +25,45 @@ def fused() -> dict:
         got, report = ours(data, "fuse_lstm_while", list(info.inputs), info.outputs)
         runs[name] = (info, data, got, report)
     jobs = [(runs[n][2], runs[n][0].reference_data()[0], runs[n][0].outputs) for n in LOOPS]
-    runs["child"] = dict(zip(LOOPS, run_all_in_child(jobs, onednn=False)))
+    jobs += [(graph, {}, ["out"]) for graph in _KERNEL_PROBES.values()]
+    results = run_all_in_child(jobs, onednn=False)
+    runs["child"] = dict(zip(LOOPS, results))
+    runs["probes"] = dict(zip(_KERNEL_PROBES, results[len(LOOPS):]))
     return runs
+
+
+def _probe(make) -> bytes:
+    def fn() -> None:
+        rng = np.random.default_rng(0)
+        tf.identity(make(lambda *shape: tf.constant(rng.standard_normal(shape).astype(np.float32))), name="out")
+    return build(fn)
+
+
+T, B, IN, H = 3, 2, 4, 5
+#: The fused recurrent ops TF has, each run once on CPU (which the fusions may emit is decided by this).
+_KERNEL_PROBES = {
+    "BlockLSTMV2": _probe(lambda f: tf.raw_ops.BlockLSTMV2(
+        seq_len_max=tf.constant(T, tf.int64), x=f(T, B, IN), cs_prev=f(B, H), h_prev=f(B, H), w=f(IN + H, 4 * H),
+        wci=f(H), wcf=f(H), wco=f(H), b=f(4 * H)).h),
+    "BlockLSTM": _probe(lambda f: tf.raw_ops.BlockLSTM(
+        seq_len_max=tf.constant(T, tf.int64), x=f(T, B, IN), cs_prev=f(B, H), h_prev=f(B, H), w=f(IN + H, 4 * H),
+        wci=f(H), wcf=f(H), wco=f(H), b=f(4 * H)).h),
+    "GRUBlockCell": _probe(lambda f: tf.raw_ops.GRUBlockCell(
+        x=f(B, IN), h_prev=f(B, H), w_ru=f(IN + H, 2 * H), w_c=f(IN + H, H), b_ru=f(2 * H), b_c=f(H)).h),
+    "CudnnRNNV3": _probe(lambda f: tf.raw_ops.CudnnRNNV3(
+        input=f(T, B, IN), input_h=f(1, B, H), input_c=f(1, B, H), params=f(4 * H * (IN + H) + 8 * H),
+        sequence_lengths=tf.constant([T] * B), is_training=False)[0]),
+}
+
+
+def test_which_fused_recurrent_kernels_tf_runs_on_cpu(fused: dict) -> None:
+    """BlockLSTM(V2) and GRUBlockCell run on CPU; CudnnRNN has no CPU kernel (so it is never emitted)."""
+    probes = fused["probes"]
+    for op in ("BlockLSTMV2", "BlockLSTM", "GRUBlockCell"):
+        ok, result = probes[op]
+        assert ok and np.isfinite(result[0]).all(), (op, result)
+    ok, message = probes["CudnnRNNV3"]
+    assert not ok and "No OpKernel was registered" in message
 
 
 @pytest.mark.parametrize("name", LOOPS)
