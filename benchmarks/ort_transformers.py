@@ -12,7 +12,7 @@ intermediate 1024 (ViT: 32×32 images, 8×8 patches, 17 tokens).
 Per model, the variants: the original; ``graphwright.simplify(path, target="onnxruntime")``
 (in this process, load + simplify, save excluded); ``graphwright +skip``, the same plus the two
 fusions it leaves off by default because they are slower on onnxruntime's CPU kernels
-(``fuse_ort_contrib(skip_layer_norm=true, skip_simplified_layer_norm=true)``); and onnxruntime's
+(``fuse_skip_layer_norm(target=onnxruntime)`` after it); and onnxruntime's
 ``onnxruntime.transformers.optimizer.optimize_model(path, model_type=<arch>, num_heads,
 hidden_size, use_gpu=False)`` at ``opt_level`` 0 (its Python fusions only) and 1 (onnxruntime's
 basic graph optimizations first).  Reported: node count, the histogram of fused operators
@@ -143,9 +143,8 @@ def graphwright_simplify(info: Any, out: Path, skips: bool = False) -> float:
     if not skips:
         model, _ = simplify(str(info.path), target="onnxruntime")
     else:
-        model, _ = simplify(str(info.path), target="onnxruntime", skip_optimizations=["fuse_ort_contrib"])
-        gw.transform(model, "fuse_ort_contrib(target=onnxruntime, skip_layer_norm=true, skip_simplified_layer_norm=true) "
-                            "eliminate_dead_code")
+        model, _ = simplify(str(info.path), target="onnxruntime")
+        gw.transform(model, "fuse_skip_layer_norm(target=onnxruntime) eliminate_dead_code")
     seconds = time.perf_counter() - start
     gw.save(model, out)
     return seconds

@@ -1,4 +1,4 @@
-"""fuse_ort_contrib on hand-built graphs: FusedConv, BiasGelu/FastGelu, SkipLayerNormalization, FusedMatMul."""
+"""fuse_ort_contrib on hand-built graphs: FusedConv, BiasGelu/FastGelu, FusedMatMul."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from onnx import helper
 
 from ._helpers_onnx import assert_same, build, fuse, init, node, ops, vi
 
-ORT = {"target": "onnxruntime", "skip_layer_norm": True}
+ORT = {"target": "onnxruntime"}
 MS = "com.microsoft"
 
 
@@ -142,86 +142,6 @@ def test_bias_gelu(kind: str, op: str) -> None:
     assert result.stats["fused"] == 1
     assert ops(after) == {f"{MS}::{op}": 1}
     assert list(after.graph.node[0].input) == ["x", "bias"]
-    assert_same(before, after)
-
-
-def skip_ln(*, with_bias: bool = False, reuse_sum: bool = False, axis: int = -1, beta: bool = True,
-            shape: tuple[int, ...] = (2, 3, 8)) -> onnx.ModelProto:
-    rng = _rng()
-    hidden = shape[-1] if axis == -1 else int(np.prod(shape[axis:]))
-    norm = (hidden,) if axis == -1 else shape[axis:]
-    inits = [init("gamma", rng.standard_normal(norm).astype(np.float32))]
-    if beta:
-        inits.append(init("beta", rng.standard_normal(norm).astype(np.float32)))
-    nodes, a = [], "a"
-    if with_bias:
-        inits.append(init("bias", rng.standard_normal(shape[-1]).astype(np.float32)))
-        nodes.append(node("Add", ["a", "bias"], ["ab"]))
-        a = "ab"
-    nodes.append(node("Add", ["s", a], ["sum"]))
-    nodes.append(node("LayerNormalization", ["sum", "gamma"] + (["beta"] if beta else []), ["y"],
-                      axis=axis, epsilon=1e-6))
-    outputs = [vi("y", list(shape))]
-    if reuse_sum:  # pre-LN style: the residual stream reads the sum too
-        nodes.append(node("Mul", ["sum", "y"], ["z"]))
-        outputs.append(vi("z", list(shape)))
-    return build(nodes, [vi("a", list(shape)), vi("s", list(shape))], outputs, inits, opset=17)
-
-
-SKIP_CASES: dict[str, dict[str, Any]] = {
-    "plain": {},
-    "no_beta": {"beta": False},
-    "with_bias": {"with_bias": True},
-    "with_bias_no_beta": {"with_bias": True, "beta": False},
-    "sum_also_read": {"reuse_sum": True},
-    "rank2": {"shape": (6, 8)},
-}
-
-
-@pytest.mark.parametrize("kwargs", SKIP_CASES.values(), ids=SKIP_CASES.keys())
-def test_skip_layer_norm(kwargs: dict[str, Any]) -> None:
-    before = skip_ln(**kwargs)
-    after, result = fuse(before, "fuse_ort_contrib", **ORT)
-    assert result.stats["fused"] == 1
-    expected = {f"{MS}::SkipLayerNormalization": 1}
-    if kwargs.get("reuse_sum"):
-        expected["Mul"] = 1
-    assert ops(after) == expected
-    fused = next(n for n in after.graph.node if n.op_type == "SkipLayerNormalization")
-    assert {fused.input[0], fused.input[1]} == {"a", "s"}
-    assert len(fused.input) == (5 if kwargs.get("with_bias") else 4 if kwargs.get("beta", True) else 3)
-    if kwargs.get("reuse_sum"):
-        mul = next(n for n in after.graph.node if n.op_type == "Mul")
-        assert mul.input[0] == fused.output[3]
-    assert_same(before, after)
-
-
-def test_skip_layer_norm_over_two_axes_is_refused() -> None:
-    before = skip_ln(axis=-2)
-    after, result = fuse(before, "fuse_ort_contrib", **ORT)
-    assert not result.changed and ops(after) == ops(before)
-    assert any("not over the last axis only" in n for n in result.notes), result.notes
-
-
-@pytest.mark.parametrize("which", ["a", "s"])
-def test_skip_layer_norm_broadcast_skip_goes_second(which: str) -> None:
-    """A (1, S, H) summand is what the kernel can broadcast: it becomes the skip, whichever side it was."""
-    before = skip_ln()
-    position = [i.name for i in before.graph.input].index(which)
-    before.graph.input[position].CopyFrom(vi(which, [1, 3, 8]))
-    after, result = fuse(before, "fuse_ort_contrib", **ORT)
-    assert result.stats["fused"] == 1
-    fused = next(n for n in after.graph.node if n.op_type == "SkipLayerNormalization")
-    assert fused.input[1] == which
-    assert_same(before, after)
-
-
-def test_skip_layer_norm_with_unsupported_broadcast_is_refused() -> None:
-    before = skip_ln()
-    before.graph.input[1].CopyFrom(vi("s", [2, 1, 8]))  # broadcast along the sequence: not the kernel's
-    after, result = fuse(before, "fuse_ort_contrib", **ORT)
-    assert not result.changed and ops(after) == ops(before)
-    assert any("nor a (1, S, H) or (S, H) skip of the other" in n for n in result.notes), result.notes
     assert_same(before, after)
 
 

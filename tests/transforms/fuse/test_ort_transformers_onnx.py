@@ -81,13 +81,13 @@ def test_simplify_for_onnxruntime(name: str) -> None:
 
 
 def test_skip_layer_norm_on_request_bert() -> None:
-    """skip_layer_norm=true: every LayerNorm of BERT follows a residual sum (the embeddings' a broadcast
+    """fuse_skip_layer_norm on request: every LayerNorm of BERT follows a residual sum (the embeddings' a broadcast
     position table, found by the shape probe since the dynamic export's shapes don't say)."""
     from tests.models import build_ort_transformers as corpus
 
     info = corpus.get("bert_ts")
-    model, _ = simplify(str(info.path), target="onnxruntime", skip_optimizations=["fuse_ort_contrib"])
-    result = get("fuse_ort_contrib").fn(model, TransformContext(), target="onnxruntime", skip_layer_norm=True)
+    model, _ = simplify(str(info.path), target="onnxruntime")
+    result = get("fuse_skip_layer_norm").fn(model, TransformContext(), target="onnxruntime")
     proto = onnx_format.to_proto(model)
     counts = histogram(proto)
     assert result.stats["skip_layer_norm"] + result.stats["bias_skip_layer_norm"] == 5, result.notes

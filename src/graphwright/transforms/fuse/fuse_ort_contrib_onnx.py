@@ -11,38 +11,21 @@ nothing and says so.  With ``target="onnxruntime"``, before → after (run it af
         → com.microsoft::BiasGelu(x, b)
     Add(x, b) ─► Gelu(approximate="tanh") | com.microsoft::FastGelu(x)
         → com.microsoft::FastGelu(x, b)
-    [Add(a, bias) ─►] Add(·, s) ─► LayerNormalization(·, γ[, β]; axis = last)     (skip_layer_norm=true)
-        → com.microsoft::SkipLayerNormalization(a, s, γ[, β][, bias]; epsilon)
-    [Add(a, bias) ─►] Add(·, s) ─► SimplifiedLayerNormalization(·, γ)   (skip_simplified_layer_norm=true)
-        → com.microsoft::SkipSimplifiedLayerNormalization(a, s, γ[, bias]; epsilon)
-
-Both skip fusions are off by default because they make onnxruntime's CPU inference slower,
-measured on onnxruntime 1.32 (one thread, sequence 128): one ``SkipLayerNormalization`` takes
-3.5–5.9× the time of the ``Add``, ``Add`` and ``LayerNormalization`` it replaces (hidden 256–1024,
-batch 1 and 8), and whole BERT/GPT-2/ViT models get ~10 % slower with it;
-``SkipSimplifiedLayerNormalization`` takes 1.1–1.7× the time of ``Add``, ``Add``,
-``SimplifiedLayerNormalization`` at batch 1 and 0.9–1.1× at batch 8, and T5 gets ~3 % slower
-(``benchmarks/ort_transformers.md``).  Turn them on for fewer nodes, or for execution providers
-whose kernels are faster.
     [Transpose(a) ─►] MatMul(·, [Transpose(b)]) [─► Mul(·, α)]
         → com.microsoft::FusedMatMul(a, b; transA, transB, alpha)
 
+Residual sums before a normalization (``SkipLayerNormalization``) are ``fuse_skip_layer_norm``'s,
+which runs on request only: onnxruntime's CPU kernels for them are slower than what they replace.
+
 The maths is unchanged: FusedConv computes ``act(conv(x, W) + B)`` with ``activation_params``
 ``[alpha]`` (LeakyRelu), ``[min, max]`` (Clip), ``[alpha, beta]`` (HardSigmoid);
-BiasGelu/FastGelu add ``b`` before the activation; SkipLayerNormalization normalizes
-``a + s (+ bias)`` over the last axis, and when the sum is also read elsewhere (pre-LN
-transformers) it is taken from the op's fourth output (``input_skip_bias_sum``); FusedMatMul is
+BiasGelu/FastGelu add ``b`` before the activation; FusedMatMul is
 ``α · op(a) · op(b)`` with ``op`` a swap of the last two axes.
 
 Refused, with the reason in the report's notes: non-float32 tensors (the CPU contrib kernels
 are float32); Clip bounds not constant; a bias that is not a 1-D constant of the last
-dimension's size, or an unknown last dimension (run shape inference first); a LayerNorm over
-more than the last axis, with γ/β that are not 1-D, or whose mean/inverse-std outputs are
-read; summands whose shapes don't fit the kernel, which adds without ONNX broadcasting (equal
-shapes of rank 2 or 3, or a skip of shape (1, S, H) / (S, H)): statically known shapes decide,
-and where a dynamic export left them unknown or named apart, the summands' shapes measured on
-onnxruntime at two sizes of every dynamic input dim (``_shape_probe_onnx``); a Transpose that is not
-a swap of the last two axes; an intermediate read outside the pattern or being a graph output.
+dimension's size, or an unknown last dimension (run shape inference first); a Transpose that
+is not a swap of the last two axes; an intermediate read outside the pattern or being a graph output.
 
 Cost: three sweeps, each O(N); O(1) per fusion.
 """
@@ -53,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...ir import Attr, DType, Model, Node, Value, constant_value
+from ...ir import Attr, DType, Model, Node, Value
 from ...patterns import (
     ANY,
     CONST,
@@ -63,9 +46,6 @@ from ...patterns import (
     Replacement,
     RuleSet,
     Skip,
-    no_control_edges,
-    not_graph_io,
-    single_use,
     why_not_closed,
 )
 from .._onnx import opset_version
@@ -73,7 +53,6 @@ from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
 from ._common_onnx import MS_DOMAIN, ONNXRUNTIME, STANDARD, check_target, new_node, require_ms_domain, scalar
-from ._shape_probe_onnx import ShapeProbe
 
 __all__ = ["fuse_ort_contrib", "CONV_ACTIVATIONS"]
 
@@ -96,92 +75,6 @@ _BIAS_ADD = P("Add", ANY(name="x"), CONST(name="bias"), commutative=True, name="
 _BIAS_GELU = P("Gelu|com.microsoft::Gelu", _BIAS_ADD, name="gelu",
                where=lambda node: node.domain in ("", "ai.onnx", MS_DOMAIN))
 _BIAS_FAST_GELU = P("com.microsoft::FastGelu", _BIAS_ADD, name="gelu")
-
-_SUM_WITH_BIAS = P("Add", P("Add", ANY(name="a"), CONST(name="bias"), commutative=True, name="bias_add", domain=""),
-                   ANY(name="s"), commutative=True, name="add", domain="")
-_SUM = P("Add", ANY(name="a"), ANY(name="s"), name="add", domain="")
-
-
-def _skip_ln(summed: Pattern, with_beta: bool) -> Pattern:
-    params = (CONST(name="gamma"), CONST(name="beta")) if with_beta else (CONST(name="gamma"),)
-    return P("LayerNormalization", summed, *params, name="ln", domain="")
-
-
-def _skip_rms(summed: Pattern) -> Pattern:
-    return P("SimplifiedLayerNormalization", summed, CONST(name="gamma"), name="ln", domain="")
-
-
-#: The normalizations a residual sum folds into, and the fused op each becomes.
-SKIP_OPS = {"LayerNormalization": "SkipLayerNormalization",
-            "SimplifiedLayerNormalization": "SkipSimplifiedLayerNormalization"}
-
-
-def _residual_summands(model: Model, ops: frozenset[str]) -> list[Value]:
-    """The values a skip fusion may need runtime shapes of: each summand of an Add read by a
-    (Simplified)LayerNormalization, and the non-constant operand of a bias Add feeding it."""
-    out: list[Value] = []
-    for node in model.graph:
-        if node.op not in ops or node.domain not in ("", "ai.onnx") or not node.inputs:
-            continue
-        add = node.inputs[0].producer if node.inputs[0] is not None else None
-        if add is None or add.op != "Add" or add.domain not in ("", "ai.onnx"):
-            continue
-        for summand in add.inputs:
-            if summand is None:
-                continue
-            out.append(summand)
-            inner = summand.producer
-            if inner is not None and inner.op == "Add":
-                out.extend(v for v in inner.inputs if v is not None and constant_value(v) is None)
-    return out
-
-
-def _fits_as_skip(full: tuple[object, ...], skip: tuple[object, ...]) -> bool:
-    """``skip`` broadcasts to ``full`` the way onnxruntime's skip kernels allow: (1, S, H) or (S, H)."""
-    if len(full) != 3:
-        return False
-    if len(skip) == 3:
-        return skip[0] == 1 and skip[1:] == full[1:]
-    return len(skip) == 2 and skip == full[1:]
-
-
-def _static(shape: tuple[object, ...] | None) -> bool:
-    return shape is not None and None not in shape
-
-
-def _input_and_skip(a: Value, s: Value, probe: ShapeProbe) -> tuple[tuple[Value, Value] | None, str]:
-    """(input, skip) in the order the fused kernel needs, or None and why the shapes don't fit it.
-
-    Statically: equal known shapes of rank 2 or 3 (ints, or the same symbolic dims), or one a
-    (1, S, H) / (S, H) skip of the other.  Otherwise the shape probe: the same holds at both
-    probe sizes, a broadcast skip also having a static leading 1 (or rank 2) in the IR.
-    """
-    sa, ss = a.shape, s.shape
-    if _static(sa) and _static(ss):
-        assert sa is not None and ss is not None
-        if sa == ss and len(sa) in (2, 3):
-            return (a, s), ""
-        if _fits_as_skip(sa, ss):
-            return (a, s), ""
-        if _fits_as_skip(ss, sa):
-            return (s, a), ""
-    static = f"summands {a.name!r} {sa} and {s.name!r} {ss} are not statically equal rank-2 or rank-3 shapes"
-    if sa is not None and ss is not None and all(isinstance(d, int) for d in (*sa, *ss)):
-        return None, static + " nor a (1, S, H) or (S, H) skip of the other"
-    ra, rs = probe.shapes(a), probe.shapes(s)
-    if ra is None or rs is None:
-        return None, f"{static}, and {probe.error or 'their runtime shapes are unknown'}"
-    if all(x == y and len(x) in (2, 3) for x, y in zip(ra, rs, strict=True)):
-        return (a, s), ""
-    for full, skip, rf, rk in ((a, s, ra, rs), (s, a, rs, ra)):
-        # the skip's leading 1 must not be the batch at size 1: statically 1, rank 2, or 1 in
-        # both runs while the full summand's leading dim took two sizes other than 1
-        leading_one = ((skip.shape is not None and (len(skip.shape) == 2 or skip.shape[0] == 1))
-                       or (len({x[0] for x in rf}) == len(rf) and 1 not in {x[0] for x in rf}))
-        if leading_one and all(_fits_as_skip(x, y) for x, y in zip(rf, rk, strict=True)):
-            return (full, skip), ""
-    return None, f"{static}; at run time they are {ra} and {rs}"
-
 
 def _swaps_last_two(node: Node) -> bool:
     perm = [int(p) for p in (node.attr("perm") or ())]
@@ -296,67 +189,6 @@ def _bias_gelu(model: Model) -> Rule:
     return rule
 
 
-def _skip_layer_norm(model: Model, probe: ShapeProbe) -> Rule:
-    def rule(m: Match) -> Replacement | Skip:
-        """[Add(a, bias) +] Add(., s) + (Simplified)LayerNormalization -> com.microsoft::Skip(Simplified)LayerNormalization."""
-        ln, add = m.node, m["add"].node
-        assert ln is not None and add is not None
-        a: Value = m["a"].value  # type: ignore[assignment]
-        s: Value = m["s"].value  # type: ignore[assignment]
-        bias_add = m.get("bias_add")
-        if bias_add is not None:
-            node = bias_add.node
-            assert node is not None
-            if not (single_use(node) and not_graph_io(node) and no_control_edges(node)):
-                return m.skip(f"bias sum {node.name!r} is read outside the pattern or has control edges")
-        if not not_graph_io(add) or not no_control_edges(add) or ln.control_inputs:
-            return m.skip(f"residual sum {add.name!r} is a graph output or has control edges")
-        if any(out.num_uses or out.is_graph_output for out in ln.outputs[1:]):
-            return m.skip(f"{ln.name!r} has its mean/inverse-std outputs read")
-        reason = _float32(a, s, ln.output)
-        if reason:
-            return m.skip(reason)
-        order, why = _input_and_skip(a, s, probe)
-        if order is None:
-            return m.skip(why)
-        a, s = order
-        rank = len(a.shape) if a.shape is not None else 3
-        axis = int(ln.attr("axis", -1))
-        if axis not in (-1, rank - 1):
-            return m.skip(f"{ln.name!r} normalizes from axis {axis}, not over the last axis only")
-        last = _last_dim(a) or _last_dim(s)
-        if last is None:
-            return m.skip(f"the last dimension of {a.name!r} is unknown (run shape inference first)")
-        simplified = ln.op == "SimplifiedLayerNormalization"
-        inputs: list[Value | None] = [a, s]
-        for name in ("gamma", "beta"):
-            if m.get(name) is None:
-                continue
-            array = np.asarray(m.array(name))
-            if array.shape != (last,) or array.dtype != np.float32:
-                return m.skip(f"{name} of shape {list(array.shape)} is not a float32 vector of size {last}")
-            inputs.append(m[name].value)
-        if bias_add is not None:
-            if m.get("beta") is None and not simplified:
-                inputs.append(None)
-            bias, why = _bias_vector(m, "bias", a if a.shape is not None else s)
-            if bias is None:
-                return m.skip(why)
-            inputs.append(bias)
-        attrs = {"epsilon": Attr.float(float(ln.attr("epsilon", DEFAULT_LN_EPSILON)))}
-        node = new_node(SKIP_OPS[ln.op], inputs, ln, domain=MS_DOMAIN, attrs=attrs, outputs=4)
-        values = {ln.outputs[0]: node.outputs[0]}
-        probe.alias(node.outputs[0], ln.outputs[0])
-        if add.output.num_uses > 1:  # the residual stream reads the sum too: take it from output 3
-            values[add.output] = node.outputs[3]
-            node.outputs[3].dtype, node.outputs[3].shape = add.output.dtype, add.output.shape
-            probe.alias(node.outputs[3], add.output)
-        require_ms_domain(model)
-        return Replacement([node], values)
-
-    return rule
-
-
 def _fused_matmul(model: Model) -> Rule:
     def rule(m: Match) -> Replacement | Skip:
         """[Transpose +] MatMul [+ Mul(alpha)] -> com.microsoft::FusedMatMul."""
@@ -384,43 +216,11 @@ def _fused_matmul(model: Model) -> Rule:
     return rule
 
 
-def _static_fit(a: Value, s: Value) -> bool:
-    sa, ss = a.shape, s.shape
-    if not (_static(sa) and _static(ss)):
-        return False
-    assert sa is not None and ss is not None
-    return (sa == ss and len(sa) in (2, 3)) or _fits_as_skip(sa, ss) or _fits_as_skip(ss, sa)
-
-
-def _needs_probe(model: Model, ops: frozenset[str]) -> bool:
-    """Some residual sum before a normalization whose summands' shapes are not statically known to fit."""
-    for node in model.graph:
-        if node.op in ops and node.domain in ("", "ai.onnx") and node.inputs and node.inputs[0] is not None:
-            add = node.inputs[0].producer
-            if add is not None and add.op == "Add" and len(add.inputs) == 2 and None not in add.inputs:
-                a, s = add.inputs
-                assert a is not None and s is not None
-                if not _static_fit(a, s):
-                    return True
-    return False
-
-
-def _sweeps(model: Model, skip_ops: frozenset[str]) -> list[RuleSet]:
+def _sweeps(model: Model) -> list[RuleSet]:
     first = RuleSet(name="fuse_ort_contrib")
     first.add(_CONV_ACT, _fused_conv(model), name="fused_conv")
     first.add(_BIAS_GELU, _bias_gelu(model), name="bias_gelu")
     first.add(_BIAS_FAST_GELU, _bias_gelu(model), name="bias_fast_gelu")
-    probe = ShapeProbe(model, lambda: _residual_summands(model, skip_ops))
-    probe.measure_if(_needs_probe(model, skip_ops))  # on the model as it is, before the sweep rewrites it
-    skip_ln = _skip_layer_norm(model, probe)
-    if "LayerNormalization" in skip_ops:
-        first.add(_skip_ln(_SUM_WITH_BIAS, True), skip_ln, name="bias_skip_layer_norm")
-        first.add(_skip_ln(_SUM_WITH_BIAS, False), skip_ln, name="bias_skip_layer_norm")
-        first.add(_skip_ln(_SUM, True), skip_ln, name="skip_layer_norm")
-        first.add(_skip_ln(_SUM, False), skip_ln, name="skip_layer_norm")
-    if "SimplifiedLayerNormalization" in skip_ops:
-        first.add(_skip_rms(_SUM_WITH_BIAS), skip_ln, name="bias_skip_simplified_layer_norm")
-        first.add(_skip_rms(_SUM), skip_ln, name="skip_simplified_layer_norm")
     with_alpha, plain = RuleSet(name="fuse_ort_contrib"), RuleSet(name="fuse_ort_contrib")
     matmul = _fused_matmul(model)
     for name, pattern in _matmul_patterns():
@@ -429,15 +229,12 @@ def _sweeps(model: Model, skip_ops: frozenset[str]) -> list[RuleSet]:
 
 
 @transform("fuse_ort_contrib", dialects={"onnx"})
-def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STANDARD, skip_layer_norm: bool = False,
-                     skip_simplified_layer_norm: bool = False) -> TransformResult:
-    """Fuse Conv+activation, bias+Gelu, residual+LayerNorm and Transpose+MatMul into onnxruntime contrib ops."""
+def fuse_ort_contrib(model: Model, ctx: TransformContext, *, target: str = STANDARD) -> TransformResult:
+    """Fuse Conv+activation, bias+Gelu and Transpose+MatMul(+scale) into onnxruntime contrib ops."""
     check_target("fuse_ort_contrib", target)
     if target != ONNXRUNTIME:
         return TransformResult(False, {"fused": 0}, [
-            "fuse_ort_contrib: standard ONNX has no fused Conv/MatMul/bias/residual operators; "
+            "fuse_ort_contrib: standard ONNX has no fused Conv/MatMul/bias operators; "
             "pass target=onnxruntime to emit com.microsoft contrib ops"])
-    skip_ops = frozenset(op for op, on in (("LayerNormalization", skip_layer_norm),
-                                           ("SimplifiedLayerNormalization", skip_simplified_layer_norm)) if on)
-    report = apply_rules(model, _sweeps(model, skip_ops))
+    report = apply_rules(model, _sweeps(model))
     return result_of(report, stats={**report.by_rule, "fused": report.applied})

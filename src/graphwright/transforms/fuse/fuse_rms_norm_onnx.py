@@ -15,8 +15,8 @@ After::
 The maths: ``y = x / √(E[x²] + ε) · γ`` over the last ``k`` axes, which is RMSNormalization's
 definition, and that of onnxruntime's ``SimplifiedLayerNormalization`` (registered by
 onnxruntime in the default domain for every opset, as its own kernel; a model using it runs
-on onnxruntime only).  Without ``γ`` a ones scale is made.  ``fuse_ort_contrib`` then folds a
-residual sum before it into ``com.microsoft::SkipSimplifiedLayerNormalization``.
+on onnxruntime only).  Without ``γ`` a ones scale is made.  ``fuse_skip_layer_norm`` (on
+request) folds a residual sum before it into ``com.microsoft::SkipSimplifiedLayerNormalization``.
 
 Refused, with the reason in the report's notes: opset below 23 with ``target="standard"``;
 for onnxruntime's op, a reduction over more than the last axis (its fusion in onnxruntime's own

@@ -1,5 +1,5 @@
-"""fuse_ort_contrib's residual-sum fusions on dynamic shapes: SkipLayerNormalization (opt-in) and
-SkipSimplifiedLayerNormalization, and the shape probe that decides when the IR's shapes can't.
+"""fuse_skip_layer_norm: SkipLayerNormalization and SkipSimplifiedLayerNormalization on hand-built
+graphs, static and dynamic shapes, and the shape probe that decides when the IR's shapes can't.
 
 The graphs hold onnxruntime's own ``SimplifiedLayerNormalization`` (default domain), which
 ``onnx.checker`` does not know, so every model here is checked by running it on onnxruntime,
@@ -15,12 +15,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-import graphwright.transforms.fuse.fuse_ort_contrib_onnx  # noqa: F401 - registers fuse_ort_contrib
+import graphwright.transforms.fuse.fuse_skip_layer_norm_onnx  # noqa: F401 - registers fuse_skip_layer_norm
 from graphwright.formats import onnx as onnx_format
 from graphwright.ir import check
 from graphwright.transforms import TransformContext, TransformResult, get
 
-from ._helpers_onnx import assert_same, init, node, ops, vi
+from ._helpers_onnx import assert_same, build, init, node, ops, vi
+from ._helpers_onnx import fuse as fuse_checked
 
 H = 8
 MS = "com.microsoft"
@@ -34,11 +35,10 @@ def model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], inits:
 
 
 def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, TransformResult]:
-    """infer_shapes (as simplify runs before its fusions), then fuse_ort_contrib(target=onnxruntime)."""
+    """infer_shapes (as simplify runs before its fusions), then fuse_skip_layer_norm(target=onnxruntime)."""
     m = onnx_format.from_proto(onnx.load_from_string(proto.SerializeToString()), None)
     get("infer_shapes").fn(m, TransformContext())
-    params = {"skip_simplified_layer_norm": True, **params}
-    result = get("fuse_ort_contrib").fn(m, TransformContext(), target="onnxruntime", **params)
+    result = get("fuse_skip_layer_norm").fn(m, TransformContext(), target="onnxruntime", **params)
     check(m.graph)
     return onnx_format.to_proto(m), result
 
@@ -85,7 +85,7 @@ def residual(rms: bool, skip_from: str = "reshape", reuse_sum: bool = True) -> o
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "simplified"])
 def test_dynamic_residual_fuses_after_the_shape_probe(rms: bool) -> None:
     before = residual(rms)
-    after, result = fuse(before, skip_layer_norm=True)
+    after, result = fuse(before)
     fused_op = "SkipSimplifiedLayerNormalization" if rms else "SkipLayerNormalization"
     assert ops(after)[f"{MS}::{fused_op}"] == 1, result.notes
     assert ops(after)["Add"] == 0
@@ -106,13 +106,17 @@ def test_summands_that_differ_at_run_time_are_refused_with_their_shapes() -> Non
 
 
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "simplified"])
-def test_skip_fusions_are_off_by_default(rms: bool) -> None:
-    """onnxruntime's CPU skip kernels are slower than what they replace (see the transform's docstring)."""
+def test_each_kind_can_be_left_alone(rms: bool) -> None:
     before = residual(rms=rms)
-    after, result = fuse(before, skip_simplified_layer_norm=False)
+    after, result = fuse(before, **({"simplified": False} if rms else {"layer_norm": False}))
     assert ops(after) == ops(before) and not result.changed
-    m = onnx_format.from_proto(onnx.load_from_string(before.SerializeToString()), None)
-    assert not get("fuse_ort_contrib").fn(m, TransformContext(), target="onnxruntime").changed
+
+
+def test_not_part_of_simplify() -> None:
+    """onnxruntime's CPU skip kernels are slower than what they replace (see the transform's docstring)."""
+    from graphwright.simplify.passes import ONNX_FUSIONS
+
+    assert "fuse_skip_layer_norm" not in ONNX_FUSIONS
 
 
 def position_embedding() -> onnx.ModelProto:
@@ -143,3 +147,84 @@ def test_probe_failure_is_the_refusal_reason() -> None:
     after, result = fuse(before)
     assert ops(after) == ops(before)
     assert any("no known rank" in n for n in result.notes), result.notes
+
+
+# -- static shapes: onnx.checker-valid graphs (LayerNormalization at opset 17) ------------
+def skip_ln(*, with_bias: bool = False, reuse_sum: bool = False, axis: int = -1, beta: bool = True,
+            shape: tuple[int, ...] = (2, 3, 8)) -> onnx.ModelProto:
+    rng = np.random.default_rng(2)
+    hidden = shape[-1] if axis == -1 else int(np.prod(shape[axis:]))
+    norm = (hidden,) if axis == -1 else shape[axis:]
+    inits = [init("gamma", rng.standard_normal(norm).astype(np.float32))]
+    if beta:
+        inits.append(init("beta", rng.standard_normal(norm).astype(np.float32)))
+    nodes, a = [], "a"
+    if with_bias:
+        inits.append(init("bias", rng.standard_normal(shape[-1]).astype(np.float32)))
+        nodes.append(node("Add", ["a", "bias"], ["ab"]))
+        a = "ab"
+    nodes.append(node("Add", ["s", a], ["sum"]))
+    nodes.append(node("LayerNormalization", ["sum", "gamma"] + (["beta"] if beta else []), ["y"],
+                      axis=axis, epsilon=1e-6))
+    outputs = [vi("y", list(shape))]
+    if reuse_sum:  # pre-LN style: the residual stream reads the sum too
+        nodes.append(node("Mul", ["sum", "y"], ["z"]))
+        outputs.append(vi("z", list(shape)))
+    return build(nodes, [vi("a", list(shape)), vi("s", list(shape))], outputs, inits, opset=17)
+
+
+SKIP_CASES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "no_beta": {"beta": False},
+    "with_bias": {"with_bias": True},
+    "with_bias_no_beta": {"with_bias": True, "beta": False},
+    "sum_also_read": {"reuse_sum": True},
+    "rank2": {"shape": (6, 8)},
+}
+
+
+@pytest.mark.parametrize("kwargs", SKIP_CASES.values(), ids=SKIP_CASES.keys())
+def test_skip_layer_norm(kwargs: dict[str, Any]) -> None:
+    before = skip_ln(**kwargs)
+    after, result = fuse_checked(before, "fuse_skip_layer_norm", target="onnxruntime")
+    assert result.stats["fused"] == 1
+    expected = {f"{MS}::SkipLayerNormalization": 1}
+    if kwargs.get("reuse_sum"):
+        expected["Mul"] = 1
+    assert ops(after) == expected
+    fused = next(n for n in after.graph.node if n.op_type == "SkipLayerNormalization")
+    assert {fused.input[0], fused.input[1]} == {"a", "s"}
+    assert len(fused.input) == (5 if kwargs.get("with_bias") else 4 if kwargs.get("beta", True) else 3)
+    if kwargs.get("reuse_sum"):
+        mul = next(n for n in after.graph.node if n.op_type == "Mul")
+        assert mul.input[0] == fused.output[3]
+    assert_same(before, after)
+
+
+def test_skip_layer_norm_over_two_axes_is_refused() -> None:
+    before = skip_ln(axis=-2)
+    after, result = fuse_checked(before, "fuse_skip_layer_norm", target="onnxruntime")
+    assert not result.changed and ops(after) == ops(before)
+    assert any("not over the last axis only" in n for n in result.notes), result.notes
+
+
+@pytest.mark.parametrize("which", ["a", "s"])
+def test_skip_layer_norm_broadcast_skip_goes_second(which: str) -> None:
+    """A (1, S, H) summand is what the kernel can broadcast: it becomes the skip, whichever side it was."""
+    before = skip_ln()
+    position = [i.name for i in before.graph.input].index(which)
+    before.graph.input[position].CopyFrom(vi(which, [1, 3, 8]))
+    after, result = fuse_checked(before, "fuse_skip_layer_norm", target="onnxruntime")
+    assert result.stats["fused"] == 1
+    fused = next(n for n in after.graph.node if n.op_type == "SkipLayerNormalization")
+    assert fused.input[1] == which
+    assert_same(before, after)
+
+
+def test_skip_layer_norm_with_unsupported_broadcast_is_refused() -> None:
+    before = skip_ln()
+    before.graph.input[1].CopyFrom(vi("s", [2, 1, 8]))  # broadcast along the sequence: not the kernel's
+    after, result = fuse_checked(before, "fuse_skip_layer_norm", target="onnxruntime")
+    assert not result.changed and ops(after) == ops(before)
+    assert any("nor a (1, S, H) or (S, H) skip of the other" in n for n in result.notes), result.notes
+    assert_same(before, after)
