@@ -468,18 +468,33 @@ def _outputs_match(reference: list[object], got: list[object]) -> tuple[bool, fl
     return worst <= MATCH_SCALE_RTOL, worst
 
 
-def _ort_latency(path: Path, meta: dict[str, object], runs: int) -> dict[str, float]:
-    result: dict[str, float] = {}
+def _ort_latency(paths: dict[str, Path], meta: dict[str, object], runs: int) -> dict[str, dict[str, float]]:
+    """Median onnxruntime latency (ms) of each model at batch 1 and REALISTIC_BATCH, optimizations off and all.
+
+    The models run interleaved, one call each per round, so load from other processes on the
+    machine falls on every model alike (timed one after another, identical files differed 2x)."""
+    import statistics
+
+    result: dict[str, dict[str, float]] = {key: {} for key in paths}
     for batch in (1, REALISTIC_BATCH):
         feeds = _batch_feeds(meta, batch)
         if feeds is None:
             continue
         for label, optimize in (("no_opt", False), ("all_opt", True)):
-            result[f"b{batch}_{label}"] = round(_latency_ms(_session(path, optimize), feeds, runs), 3)
+            sessions = {key: _session(path, optimize) for key, path in paths.items()}
+            times: dict[str, list[float]] = {key: [] for key in paths}
+            for round_ in range(runs + 2):
+                for key, session in sessions.items():
+                    start = time.perf_counter()
+                    session.run(None, feeds)  # type: ignore[attr-defined]
+                    if round_ >= 2:  # two warm-up rounds
+                        times[key].append(time.perf_counter() - start)
+            for key in paths:
+                result[key][f"b{batch}_{label}"] = round(1000 * statistics.median(times[key]), 3)
     return result
 
 
-def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 10) -> dict[str, object]:
+def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 30) -> dict[str, object]:
     """One corpus model through every tool: nodes, time, memory, outputs at every setting, idempotence, latency."""
     corpus = _corpus()
     info = corpus.corpus_model(name)  # type: ignore[attr-defined]
@@ -489,8 +504,6 @@ def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: i
     row["nodes_before"], row["nodes_all_before"] = count_nodes(src)
     settings = _settings(meta)
     references = [_session(src, False).run(None, f) for f in settings]  # type: ignore[attr-defined]
-    if latency:
-        row["latency_ms_original"] = _ort_latency(src, meta, runs)
     with tempfile.TemporaryDirectory(prefix="gw-corpus-") as tmp:
         for tool in tools:
             if _installed(tool) is None:
@@ -514,9 +527,14 @@ def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: i
                     result["nodes_again"] = again.get("nodes")
                     result["idempotent"] = "error" not in again and \
                         (Path(tmp) / "again.onnx").read_bytes() == dst.read_bytes()
-                if latency and ok:
-                    result["latency_ms"] = _ort_latency(dst, meta, runs)
             row[tool] = result
+        if latency:  # the original and every output that matched, interleaved
+            paths = {"original": src, **{t: Path(tmp) / f"{t}.onnx" for t in tools
+                                         if isinstance(r := row.get(t), dict) and r.get("matches")}}
+            measured = _ort_latency(paths, meta, runs)
+            row["latency_ms_original"] = measured.pop("original")
+            for tool, value in measured.items():
+                row[tool]["latency_ms"] = value  # type: ignore[index]
     peers = {t: (r["nodes"], r["nodes_all"]) for t in tools[1:] if isinstance(r := row.get(t), dict) and r.get("matches")}
     if peers:
         best = min(peers, key=lambda t: peers[t])
@@ -661,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--corpus", action="store_true", help="run the export corpus (tests/models/build_onnx_corpus.py)")
     parser.add_argument("--models-glob", default="", help="with --corpus: comma-separated name patterns")
-    parser.add_argument("--latency-runs", type=int, default=10, help="with --corpus: runs per latency median")
+    parser.add_argument("--latency-runs", type=int, default=30, help="with --corpus: runs per latency median")
     parser.add_argument("--peers-json", help="with --corpus: update the peers' counts the tests compare with")
     parser.add_argument("--markdown-from", help="print the corpus tables of a saved --corpus --json file and exit")
     args = parser.parse_args(argv)
