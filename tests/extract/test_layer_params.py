@@ -60,12 +60,15 @@ MODELS = [
                                        "LOGISTIC", "MEAN", "CONCATENATION"}),
     ("tflite_math", "relu01_int8", {"RELU_0_TO_1"}),
     ("tflite_math", "legacy_uint8", {"L2_NORMALIZATION", "PRELU", "LEAKY_RELU"}),
+    ("tflite_math", "elu_int8", {"ELU"}),
+    ("tflite_math", "widened_int16x8", {"PRELU", "SQRT"}),
+    ("tflite_zoo", "ds_cnn_uint8io_int8", {"QUANTIZE", "CONV_2D", "DEPTHWISE_CONV_2D"}),
     ("tflite_zoo", "face_embed_int8", {"L2_NORMALIZATION", "PRELU", "DEPTHWISE_CONV_2D"}),
     ("tflite_reduce", "sums_int8", {"SUM"}),
     ("tflite_reduce", "sums_int16x8", {"SUM"}),
 ]
 #: LiteRT's BUILTIN_REF quantized SUM reads int8/int16 tensors as uint8: TFLite Micro is the oracle there
-ORACLE = {"sums_int8": "tflm", "sums_int16x8": "tflm"}
+ORACLE = {"sums_int8": "tflm", "sums_int16x8": "tflm", "elu_int8": "litert"}  # BUILTIN_REF has no ELU
 Layer = dict[str, Any]
 
 

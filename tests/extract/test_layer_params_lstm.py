@@ -64,7 +64,7 @@ def _expected_from_flatbuffer(path: Path) -> list[Layer]:
     graph = model.subgraphs[0]
     codes = [max(c.builtinCode, c.deprecatedBuiltinCode) for c in model.operatorCodes]
     return [_expected_for(model, graph, op) for op in graph.operators
-            if codes[op.opcodeIndex] == fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM]
+            if codes[op.opcodeIndex] in (fb.BuiltinOperator.UNIDIRECTIONAL_SEQUENCE_LSTM, fb.BuiltinOperator.LSTM)]
 
 
 def _expected_for(model: Any, graph: Any, op: Any) -> Layer:
@@ -86,7 +86,8 @@ def _expected_for(model: Any, graph: Any, op: Any) -> Layer:
     cell_exponent = round(math.log2(scale(19)))
     expected: Layer = {"hidden_zero_point": int(hidden.zeroPoint[0]), "cell_exponent": cell_exponent,
                        "use_cifg": tensor(1) is None, "use_peephole": tensor(11) is not None, "use_layer_norm": norm,
-                       "use_projection": tensor(16) is not None, "time_major": bool(options.timeMajor)}
+                       "use_projection": tensor(16) is not None,
+                       "time_major": bool(getattr(options, "timeMajor", True))}  # the one-step LSTM: as time-major
     # float32 quotient, clamped to the type's range, truncated by the C cast
     expected["quantized_cell_clip"] = int(min(max(_f32(_f32(options.cellClip) / scale(19)), -32768.0), 32767.0)) \
         if options.cellClip > 0 else 0
@@ -248,7 +249,7 @@ def _extracted_lstms(path: Path, folder: Path) -> tuple[dict[str, Any], list[Lay
     """The manifest and its LSTM layers, each checked against LiteRT's Prepare recomputed here."""
     extract(path, folder)
     doc = json.loads((folder / "manifest.json").read_text())
-    layers = [layer for layer in doc["layers"] if layer["op"] == "UNIDIRECTIONAL_SEQUENCE_LSTM"]
+    layers = [layer for layer in doc["layers"] if layer["op"] in ("UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM")]
     expected = _expected_from_flatbuffer(path)
     assert len(layers) == len(expected) > 0
     for layer, want in zip(layers, expected, strict=True):
@@ -263,6 +264,7 @@ def test_peephole_layer_norm_projection_lstms_match_litert_prepare(tmp_path: Pat
     """The object-API integer LSTMs of tflite_sequence (peepholes, layer norm, projections, clips,
     CIFG, nonzero hidden zero points): every parameter as recomputed from the flatbuffer."""
     _, layers = _extracted_lstms(get_model("tflite_sequence", "integer_lstm_int8").path, tmp_path)
+    assert {layer["op"] for layer in layers} == {"UNIDIRECTIONAL_SEQUENCE_LSTM", "LSTM"}
     assert {"cell_to_forget_multiplier", "layer_norm_cell_multiplier", "projection_effective_bias"} <= \
         {key for layer in layers for key in layer}
     assert any(layer["use_cifg"] for layer in layers) and any(layer["quantized_proj_clip"] for layer in layers)
