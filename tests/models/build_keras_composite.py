@@ -10,6 +10,8 @@
 * ``lstm_loop_keras3`` / ``lstm_loop_tf_keras``: the ``lstm`` model built with Keras 3 / tf-keras,
   its second layer returning its sequence and states (all concatenated into the head), and frozen by ``convert_variables_to_constants_v2(..., lower_control_flow=False)``: each LSTM
   inlined into a functional ``While`` / ``StatelessWhile`` loop (no interface left).
+* ``lstm_time_major``: one tf-keras ``LSTM(4, time_major=True)`` returning its sequence and states,
+  input ``[7 steps, 2, 5]``, frozen keeping its function library like ``lstm``.
 * ``layer_norm_tf_keras``: tf-keras ``LayerNormalization`` twice, with its default epsilon 1e-3
   (frozen as the fused-batch-norm trick: Reshape, ``FusedBatchNormV3``, Reshape, Mul, Add) and
   with 1e-5 (below cuDNN's minimum, so frozen as Mean/SquaredDifference/Rsqrt/Mul/Sub), a
@@ -42,7 +44,7 @@ from ._keras_common import freeze_keras_model, graphdef_facts, run_frozen_graph,
 
 BUILDER_VERSION = 2  # bump to rebuild cached models made by this module
 
-NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras", "layer_norm_tf_keras")
+NAMES = ("lstm", "gru", "encoder", "lstm_loop_keras3", "lstm_loop_tf_keras", "layer_norm_tf_keras", "lstm_time_major")
 SEED = 0
 BATCH, STEPS, FEATURES = 2, 7, 5
 TOKENS, WIDTH, HEADS = 6, 16, 2
@@ -81,6 +83,11 @@ def freeze_keeping_functions(concrete: Any) -> tf.compat.v1.GraphDef:
 def _recurrent(kind: str) -> tuple[Any, tf.compat.v1.GraphDef, list[str], list[str]]:
     lib: Any = keras if kind == "lstm_loop_keras3" else tf_keras
     lib.utils.set_random_seed(SEED)
+    if kind == "lstm_time_major":  # Keras' batch axis is the time axis here
+        inp = lib.Input((BATCH, FEATURES), batch_size=STEPS, name="x")
+        seq, h, c = lib.layers.LSTM(4, time_major=True, return_sequences=True, return_state=True, name=kind)(inp)
+        model = lib.Model(inp, lib.layers.Concatenate(name="states")([h, c, seq[3]]))
+        return _freeze_recurrent(kind, model, (STEPS, BATCH, FEATURES))
     inp = lib.Input((STEPS, FEATURES), batch_size=BATCH, name="x")
     cell = lib.layers.GRU if kind == "gru" else lib.layers.LSTM
     x = cell(8, return_sequences=True, name=f"{kind}_seq")(inp)
@@ -91,11 +98,16 @@ def _recurrent(kind: str) -> tuple[Any, tf.compat.v1.GraphDef, list[str], list[s
         x = cell(6, go_backwards=True, name=f"{kind}_back")(x)
     out = lib.layers.Dense(3, name="head")(x)
     model = lib.Model(inp, out)
+    return _freeze_recurrent(kind, model, (BATCH, STEPS, FEATURES))
+
+
+def _freeze_recurrent(kind: str, model: Any, shape: tuple[int, ...]) -> tuple[Any, tf.compat.v1.GraphDef, list[str],
+                                                                                list[str]]:
     rng = np.random.default_rng(SEED)
     for var in model.weights:  # biases away from zero, weights large enough to saturate some gates
         var.assign(rng.normal(0.0, 0.6, tuple(var.shape)).astype(np.float32))
     fn = tf.function(lambda x: model(x, training=False))
-    concrete = fn.get_concrete_function(tf.TensorSpec((BATCH, STEPS, FEATURES), tf.float32, name="x"))
+    concrete = fn.get_concrete_function(tf.TensorSpec(shape, tf.float32, name="x"))
     if kind.startswith("lstm_loop"):
         graph_def = convert_variables_to_constants_v2(concrete, lower_control_flow=False).graph.as_graph_def()
     else:
@@ -144,7 +156,7 @@ def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
         shape = (BATCH, TOKENS, WIDTH)
     else:
         model, graph_def, inputs, outputs = _recurrent(name)
-        shape = (BATCH, STEPS, FEATURES)
+        shape = (STEPS, BATCH, FEATURES) if name == "lstm_time_major" else (BATCH, STEPS, FEATURES)
     write_graphdef(graph_def, model_path)
     x = np.random.default_rng(SEED + 1).standard_normal(shape).astype(np.float32)
     expected = np.asarray(model(x, training=False))

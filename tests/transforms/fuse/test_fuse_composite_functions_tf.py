@@ -306,3 +306,14 @@ def test_keras_lstm_with_weights_fed_at_run_time_concatenates_them_in_the_graph(
     assert ops(got)["ConcatV2"] == 1 and ops(got)["BlockLSTMV2"] == 2  # one layer's weights joined in the graph
     feeds = {**info.reference_data()[0], **fed}
     assert_same_outputs(data, got, feeds, info.outputs, rtol=1e-5, atol=1e-6)
+
+
+def test_time_major_keras_lstm_needs_no_transposes() -> None:
+    data, got, report, info = _fused_model("lstm_time_major")
+    assert report.steps[0].stats["calls_fused"] == 1
+    assert ops(got)["BlockLSTMV2"] == 1 and "Transpose" not in ops(got) and "PartitionedCall" not in ops(got)
+    feeds, expected = info.reference_data()
+    (out,) = info.outputs
+    (got_out,) = oracle.run_graphdef(got, feeds, [out])
+    np.testing.assert_allclose(got_out, expected[out], rtol=1e-5, atol=1e-6)  # h, c and one step of the sequence
+    assert_same_outputs(data, got, feeds, [out], rtol=1e-5, atol=1e-6)
