@@ -557,6 +557,8 @@ def _lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 #: the gates' pre-activations are Q3.12 without layer norm
 _GATE_SCALE = 2.0 ** -12
+#: gate -> its peephole weights' place among inputs 9-11 (the cell gate has none)
+_PEEPHOLE_SLOT = {0: 0, 1: 1, 3: 2}
 
 
 class _IntegerGate(NamedTuple):
@@ -580,8 +582,7 @@ def _integer_plan(ctx: OpContext) -> dict[str, Any]:
     with the zero points folded in (the gate bias goes to layer norm instead when there is one), the
     requantization multipliers to the gate's scale (Q3.12, or the gate's intermediate with layer norm),
     the peephole and layer-norm parameters; the cell scale's exponent; the hidden multiplier; the
-    projection (weights, bias with the hidden zero point folded in as LiteRT does it: plus
-    ``zp_hidden·Σ_row w``, multiplier); the quantized clips."""
+    projection (weights, bias less ``zp_hidden·Σ_row w``, multiplier); the quantized clips."""
     intermediates = ctx.node.meta.get("tflite.intermediates") or []
     hidden = quant_of(intermediates[4]) if len(intermediates) == 5 else None
     if hidden is None:
@@ -620,8 +621,8 @@ def _integer_plan(ctx: OpContext) -> dict[str, Any]:
         w_in, w_rec = (ctx.x(i + g).astype(np.int64) for i in (_W_INPUT, _W_RECURRENT))
         bias = ctx.x(_BIAS + g).astype(np.int64) if ctx.has(_BIAS + g) else np.zeros(w_in.shape[0], np.int64)
         peephole = None
-        if g != 2 and ctx.has(_PEEPHOLE + (0, 1, None, 2)[g]):  # type: ignore[operator]
-            index = _PEEPHOLE + (0, 1, None, 2)[g]  # type: ignore[operator]
+        index = _PEEPHOLE + _PEEPHOLE_SLOT.get(g, 0)
+        if g in _PEEPHOLE_SLOT and ctx.has(index):
             peephole = (ctx.x(index).astype(np.int64), multiplier(float(np.float32(
                 2.0 ** cell_exponent * np.float64(scale(index)) / np.float64(gate_scales[g])))))
         norm = None
