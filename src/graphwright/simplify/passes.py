@@ -43,7 +43,9 @@ OPTIMIZATION_PASSES: tuple[str, ...] = (
 )
 
 #: The operator fusions run once the fixed point is reached, in this order.
+#: fuse_reshape_gemm runs again after fuse_attention, whose output the output projection's
+#: flattening then reads as (B, S, H) (GPT-2's c_proj).
 ONNX_FUSIONS: tuple[str, ...] = ("fuse_layer_norm", "fuse_rms_norm", "fuse_gelu", "fuse_reshape_gemm", "fuse_attention",
-                                 "fuse_ort_contrib")
+                                 "fuse_reshape_gemm", "fuse_ort_contrib")
 
 __all__ = ["OPTIMIZATION_PASSES", "ONNX_FUSIONS"]

@@ -23,9 +23,11 @@ DIMS = ({"batch": 2, "seq": 5}, {"batch": 3, "seq": 4})
 
 def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object, ...] = ("batch", 1, "seq", "seq"),
           k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int = -1,
-          t5: bool = False) -> onnx.ModelProto:
+          t5: bool = False, packed: bool = False, flat_merge: bool = False) -> onnx.ModelProto:
     """BERT's self-attention as exported: the split's target from Shape(x) (dynamic) or a constant.
-    ``t5``: T5's form instead: no projection biases, no scaling, a position bias (1, N, S, S) then the mask."""
+    ``t5``: T5's form instead: no projection biases, no scaling, a position bias (1, N, S, S) then the mask.
+    ``packed``: GPT-2's: one (H, 3H) projection cut by a Split; ``flat_merge``: the heads merge into
+    (B·S, H) for a 2-D product after it (GPT-2's c_proj)."""
     rng = np.random.default_rng(7)
     inits = [init("heads", np.array([N, D], np.int64)), init("k_heads", np.array(k_heads, np.int64)),
              init("merged", np.array([0, 0, H], np.int64)), init("zero", np.array([0], np.int64)),
@@ -33,11 +35,19 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
              init("c", np.float32(np.sqrt(D)) if divide else np.float32(1 / np.sqrt(D)))]
     nodes = [node("Shape", ["x"], ["shp"]), node("Slice", ["shp", "zero", "two"], ["bs"]),
              node("Concat", ["bs", "heads"], ["split"], axis=0), node("Concat", ["bs", "k_heads"], ["ksplit"], axis=0)]
+    if packed:
+        inits += [init("wqkv", (rng.standard_normal((H, 3 * H)) / 3).astype(np.float32)),
+                  init("bqkv", rng.normal(0, 0.3, 3 * H).astype(np.float32)), init("thirds", np.array([H] * 3, np.int64))]
+        nodes += [node("MatMul", ["x", "wqkv"], ["mmqkv"]), node("Add", ["mmqkv", "bqkv"], ["pqkv"]),
+                  node("Split", ["pqkv", "thirds"], ["pq", "pk", "pv"], axis=2)]
     for t in "qkv":
         inits += [init(f"w{t}", (rng.standard_normal((H, H)) / 3).astype(np.float32)),
                   init(f"b{t}", rng.normal(0, 0.3, H).astype(np.float32))]
+        if packed:
+            inits = inits[:-2]
         target = ("ksplit" if t == "k" else "split") if computed_split else "const_split"
-        nodes += [node("MatMul", ["x", f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"])]
+        if not packed:
+            nodes += [node("MatMul", ["x", f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"])]
         if t5:
             nodes[-1] = node("Identity", [f"mm{t}"], [f"p{t}"])  # folded away below: no bias
         nodes += [node("Reshape", [f"p{t}", target], [f"r{t}"]),
@@ -55,8 +65,10 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
         nodes.append(node("Add", ["scaled", "mask"], ["scores"]))
         inputs.append(vi("mask", list(mask_shape)))
     nodes += [node("Softmax", ["scores" if masked else "scaled"], ["p"], axis=softmax_axis), node("MatMul", ["p", "tv"], ["ctx"]),
-              node("Transpose", ["ctx"], ["tctx"], perm=[0, 2, 1, 3]), node("Reshape", ["tctx", "merged"], ["y"])]
-    return build(nodes, inputs, [vi("y", ["batch", "seq", H])], inits)
+              node("Transpose", ["ctx"], ["tctx"], perm=[0, 2, 1, 3]),
+              node("Reshape", ["tctx", "flat" if flat_merge else "merged"], ["y"])]
+    inits.append(init("flat", np.array([-1, H], np.int64)))
+    return build(nodes, inputs, [vi("y", [None, H] if flat_merge else ["batch", "seq", H])], inits)
 
 
 def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, TransformResult]:
@@ -71,7 +83,8 @@ def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, Transf
 
 
 FORMS = {"masked_div": {}, "masked_mul": {"divide": False}, "unmasked": {"masked": False}, "t5": {"t5": True},
-         "constant_split": {"computed_split": False}, "mask_broadcast_batch": {"mask_shape": (1, 1, "seq", "seq")}}
+         "constant_split": {"computed_split": False}, "mask_broadcast_batch": {"mask_shape": (1, 1, "seq", "seq")},
+         "packed_gpt2": {"packed": True, "divide": False, "flat_merge": True}}
 
 
 @pytest.mark.parametrize("kwargs", FORMS.values(), ids=FORMS.keys())
@@ -81,7 +94,8 @@ def test_self_attention_becomes_one_attention(kwargs: dict[str, Any]) -> None:
     assert result.stats["fused"] == 1, result.notes
     counts = ops(after)
     assert counts["com.microsoft::Attention"] == 1
-    assert not any(counts[op] for op in ("Softmax", "MatMul", "Transpose", "Div", "Mul"))
+    assert not any(counts[op] for op in ("Softmax", "MatMul", "Transpose", "Div", "Mul", "Split"))
+    assert counts["Reshape"] == (1 if kwargs.get("flat_merge") else 0)  # a flattening merge stays, after Attention
     assert counts["Add"] == (1 if kwargs.get("t5") else 0)
     (attention,) = [n for n in after.graph.node if n.op_type == "Attention"]
     attrs = {a.name: helper.get_attribute_value(a) for a in attention.attribute}

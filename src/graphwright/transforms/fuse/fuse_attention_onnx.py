@@ -68,12 +68,21 @@ def _transpose(inner: Pattern, name: str, perm: list[int]) -> Pattern:
     return P("Transpose", inner, name=name, domain="", where=_perm(perm))
 
 
-def _attention(biased: bool, scaling: str, masks: int) -> Pattern:
-    """One form: projections with or without biases; scores divided, multiplied or not scaled;
-    zero, one or two additive masks (T5 adds its position bias, then the padding mask)."""
+def _packed_projection(biased: bool) -> Pattern:
+    mm = std_op("MatMul", ANY(name="x"), CONST(name="w"), name="mm")
+    return std_op("Add", mm, CONST(name="b"), commutative=True, name="add") if biased else mm
+
+
+def _attention(biased: bool, scaling: str, masks: int, packed: bool) -> Pattern:
+    """One form: three projections, or one packed projection cut in three by a Split (GPT-2's
+    c_attn), with or without biases; scores divided, multiplied or not scaled; zero, one or two
+    additive masks (T5 adds its position bias, then the padding mask)."""
     def heads(t: str, perm: list[int]) -> Pattern:
-        return _transpose(std_op("Reshape", _projection(t, biased), ANY(name=f"shape{t}"), name=f"split{t}"),
-                          f"t{t}", perm)
+        if packed:
+            source: Pattern = P("Split", _packed_projection(biased), ..., name=f"cut{t}", domain="", port="qkv".index(t))
+        else:
+            source = _projection(t, biased)
+        return _transpose(std_op("Reshape", source, ANY(name=f"shape{t}"), name=f"split{t}"), f"t{t}", perm)
 
     qk = std_op("MatMul", heads("q", _HEADS_FIRST), heads("k", _KEY_TRANSPOSED), name="qk")
     scores: Pattern = {"div": std_op("Div", qk, CONST(name="scale"), name="scaled"),
@@ -86,9 +95,10 @@ def _attention(biased: bool, scaling: str, masks: int) -> Pattern:
     return std_op("Reshape", _transpose(context, "tctx", _HEADS_FIRST), ANY(name="shapeout"), name="merge")
 
 
-_ALL_PATTERNS = [(f"attention{'_bias' if biased else ''}_{scaling}_{masks}mask", _attention(biased, scaling, masks))
-                 for biased in (True, False) for masks in (2, 1, 0) for scaling in ("div", "mul", "none")
-                 if scaling != "none" or masks]
+_ALL_PATTERNS = [(f"attention{'_packed' if packed else ''}{'_bias' if biased else ''}_{scaling}_{masks}mask",
+                  _attention(biased, scaling, masks, packed))
+                 for packed in (False, True) for biased in (True, False) for masks in (2, 1, 0)
+                 for scaling in ("div", "mul", "none") if scaling != "none" or masks]
 
 
 def _candidates(model: Model) -> list[Value]:
@@ -124,10 +134,23 @@ def _rule(model: Model, probe: ShapeProbe):
         reason = why_not_closed(m)
         if reason:
             return m.skip(reason)
-        weights = [np.asarray(m.array(f"w{t}")) for t in "qkv"]
+        if m.get("w") is not None:  # one packed projection, cut in three
+            reason = _packed_split(m)
+            if reason:
+                return m.skip(reason)
+            w, third = np.asarray(m.array("w")), np.asarray(m.array("w")).shape[-1] // 3
+            weights = [w[:, i * third:(i + 1) * third] for i in range(3)] if w.ndim == 2 else [w] * 3
+            if m.get("b") is not None:
+                b = np.asarray(m.array("b"))
+                m_biases = [b[i * third:(i + 1) * third] for i in range(3)] if b.ndim == 1 else [b] * 3
+        else:
+            weights = [np.asarray(m.array(f"w{t}")) for t in "qkv"]
         width = weights[0].shape[-1] if weights[0].ndim else 0
-        biases = [np.asarray(m.array(f"b{t}")) if m.get(f"b{t}") is not None else np.zeros(width, np.float32)
-                  for t in "qkv"]
+        if m.get("b") is not None:
+            biases = m_biases
+        else:
+            biases = [np.asarray(m.array(f"b{t}")) if m.get(f"b{t}") is not None else np.zeros(width, np.float32)
+                      for t in "qkv"]
         if any(w.dtype != np.float32 or w.ndim != 2 or w.shape != weights[0].shape for w in weights):
             return m.skip(f"the projections are not 2-D float32 constants of one shape: {[w.shape for w in weights]}")
         hidden = weights[0].shape[1]
@@ -142,7 +165,7 @@ def _rule(model: Model, probe: ShapeProbe):
             if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
                 return m.skip("the scale is not a positive one-element float32 constant")
             scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
-        heads, why = _check_shapes(m, probe, hidden)
+        heads, flat, why = _check_shapes(m, probe, hidden)
         if heads is None:
             return m.skip(why)
         root = m.node
@@ -164,51 +187,72 @@ def _rule(model: Model, probe: ShapeProbe):
             inputs += [None, None, masks[0]]
         attrs = {"num_heads": Attr.int(heads), "scale": Attr.float(float(scale))}
         require_ms_domain(model)
-        return Replacement([*nodes, new_node("Attention", inputs, root, domain=MS_DOMAIN, attrs=attrs)])
+        attention = new_node("Attention", inputs, root, domain=MS_DOMAIN, attrs=attrs)
+        if flat:  # the merge flattened to (B·S, H) for a 2-D product after it: keep that reshape
+            attention.output.name, attention.output.shape = f"{root.output.name}_attention", None
+            reshape = new_node("Reshape", [attention.output, root.inputs[1]], root, attrs=dict(root.attrs))
+            return Replacement([*nodes, attention, reshape])
+        return Replacement([*nodes, attention])
 
     return rule
 
 
-def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None, str]:
-    """The head count when every reshape and the mask have the shapes Attention computes with."""
+def _packed_split(m: Match) -> str | None:
+    """Why the three cuts are not one Split of the packed projection along its last axis, or None."""
+    cuts = [_node(m, f"cut{t}") for t in "qkv"]
+    if cuts[0] is not cuts[1] or cuts[0] is not cuts[2] or len(cuts[0].outputs) != 3:
+        return "q, k and v are not the three outputs of one Split"
+    axis = int(cuts[0].attr("axis", 0))
+    if axis not in (-1, 2):
+        return f"the Split cuts axis {axis}, not the last"
+    return None  # equal thirds: checked with the head split's runtime shapes (each H wide)
+
+
+def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None, bool, str]:
+    """(head count, whether the merge flattens to (B·S, H)) when every reshape and the mask have
+    the shapes Attention computes with; else (None, False, why)."""
     x: Value = m["x"].value  # type: ignore[assignment]
     runs = probe.shapes(x)
     if runs is None:
-        return None, f"the runtime shapes of {x.name!r} are unknown ({probe.error or 'not probed'})"
+        return None, False, f"the runtime shapes of {x.name!r} are unknown ({probe.error or 'not probed'})"
     heads: set[tuple[int, int]] = set()
     for t in "qkv":
         split = _node(m, f"split{t}")
         before, after = probe.shapes(split.inputs[0]), probe.shapes(split.output)  # type: ignore[arg-type]
         if before is None or after is None:
-            return None, f"the runtime shapes around {split.name!r} are unknown ({probe.error or 'not probed'})"
+            return None, False, f"the runtime shapes around {split.name!r} are unknown ({probe.error or 'not probed'})"
         for b, a in zip(before, after, strict=True):
             if len(b) != 3 or len(a) != 4 or a[:2] != b[:2] or a[2] * a[3] != b[2] or b[2] != hidden:
-                return None, f"{split.name!r} takes {b} to {a}, not (B, S, {hidden}) to (B, S, N, d)"
+                return None, False, f"{split.name!r} takes {b} to {a}, not (B, S, {hidden}) to (B, S, N, d)"
             heads.add((a[2], a[3]))
     if len(heads) != 1:
-        return None, f"q, k and v split into different heads: {sorted(heads)}"
+        return None, False, f"q, k and v split into different heads: {sorted(heads)}"
     ((n, d),) = heads
     merge = m.node
     assert merge is not None
     before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
     if before is None or after is None:
-        return None, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
+        return None, False, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
+    flats = set()
     for b, a, xs in zip(before, after, runs, strict=True):
-        if b != (xs[0], xs[1], n, d) or a != (xs[0], xs[1], n * d):
-            return None, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d)"
+        flats.add(a == (xs[0] * xs[1], n * d))
+        if b != (xs[0], xs[1], n, d) or a not in ((xs[0], xs[1], n * d), (xs[0] * xs[1], n * d)):
+            return None, False, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d) or (B·S, N·d)"
+    if len(flats) != 1:
+        return None, False, f"{merge.name!r} flattens the batch at one size and not at the other"
     names = [f"mask{i}" for i in range(2) if m.get(f"mask{i}") is not None]
     if names:
         found = [probe.shapes(m[name].value) for name in names]  # type: ignore[arg-type]
         if any(f is None for f in found):
-            return None, f"the runtime shape of the mask is unknown ({probe.error or 'not probed'})"
+            return None, False, f"the runtime shape of the mask is unknown ({probe.error or 'not probed'})"
         for i, xs in enumerate(runs):
             parts = [f[i] for f in found]  # type: ignore[index]
             if any(len(p) != 4 for p in parts):
-                return None, f"the mask of shapes {parts} is not 4-D"
+                return None, False, f"the mask of shapes {parts} is not 4-D"
             shape = tuple(int(d) for d in np.broadcast_shapes(*parts))
             if shape[0] not in (1, xs[0]) or shape[1] not in (1, n) or shape[2:] != (xs[1], xs[1]):
-                return None, f"the mask of shape {shape} is not (B or 1, N or 1, S, S) for x of shape {xs}"
-    return n, ""
+                return None, False, f"the mask of shape {shape} is not (B or 1, N or 1, S, S) for x of shape {xs}"
+    return n, flats.pop(), ""
 
 
 @transform("fuse_attention", dialects={"onnx"})
