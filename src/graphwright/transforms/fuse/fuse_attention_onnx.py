@@ -1,37 +1,43 @@
 """fuse_attention: a transformer's self-attention written out op by op becomes onnxruntime's ``Attention``.
 
-Before (BERT, ViT, and every encoder exported with eager attention; ``x`` is (B, S, H_in))::
+Before (BERT, ViT, GPT-2, T5's self-attention, every model exported with eager attention;
+``x`` is (B, S, H_in))::
 
     q = Transpose(Reshape(x·Wq [+ bq], (B, S, N, d)), perm=[0, 2, 1, 3])
     kᵀ = Transpose(Reshape(x·Wk [+ bk], (B, S, N, d)), perm=[0, 2, 3, 1])
     v = Transpose(Reshape(x·Wv [+ bv], (B, S, N, d)), perm=[0, 2, 1, 3])
     p = Softmax(MatMul(q, kᵀ) [/ c | · c]  [+ M0 [+ M1]])
-    y = Reshape(Transpose(MatMul(p, v), perm=[0, 2, 1, 3]), (B, S, N·d))
+    y = Reshape(Transpose(MatMul(p, v), perm=[0, 2, 1, 3]), (B, S, N·d) | (B·S, N·d))
 
-After (``target="onnxruntime"``)::
+where the three projections may also be one, ``x·[Wq | Wk | Wv] [+ b]``, cut in three by a
+``Split`` along the last axis (GPT-2's ``c_attn``).  After (``target="onnxruntime"``)::
 
     y = com.microsoft::Attention(x, [Wq | Wk | Wv], [bq | bk | bv], , , M; num_heads = N, scale = 1/c)
-    (M = M0 + M1, one Add, when there are two: T5's position bias and its padding mask)
+        [─► Reshape(·, (B·S, N·d))  when the merge flattened the batch, as GPT-2's does]
+    (M = M0 + M1, one Add shared by the layers, when there are two: T5's position bias and mask)
 
-The maths: ``Attention`` projects ``x`` with the packed weights (one matrix product instead
-of three), splits heads, and computes ``softmax(scale · q·kᵀ + M)·v`` per head, exactly the
-chain above; ``M`` (the additive mask the exporter built, e.g. ``(1 - mask) · min``) goes in
-the ``attention_bias`` slot, which onnxruntime adds before the softmax.
+The maths: ``Attention`` projects ``x`` with the packed weights (one matrix product instead of
+three), splits heads, and computes ``softmax(scale · q·kᵀ + M)·v`` per head, exactly the chain
+above (missing biases are zeros, a missing scale is 1, as in T5); ``M`` — the additive mask the
+exporter built (``(1 - mask) · min``, a causal mask made with ``Where``, or T5's position bias
+plus mask, summed first: a float reassociation) — goes in the ``attention_bias`` slot, which
+onnxruntime adds before the softmax.
 
 The reshapes are checked on the running model, since dynamic exports compute their targets
 from ``Shape``: the shape probe (``_shape_probe_onnx``) runs the model at two sizes of every
 dynamic dim and the fusion needs, at both, ``x`` of rank 3, each head split to take (B, S, H)
 to (B, S, N, d) with ``N·d = H`` (the same leading dims, so the split is of the last axis
-only), the merge to take (B, S, N, d) back to (B, S, H), and ``M`` of shape (B or 1, N or 1,
-S, S) — the shapes ``attention_bias`` accepts.
+only; with a ``Split``, each cut H wide), the merge to take (B, S, N, d) back to (B, S, H) or
+(B·S, H), and ``M`` broadcasting to (B or 1, N or 1, S, S) — the shapes ``attention_bias``
+accepts.
 
 Refused, with the reason in the report's notes: ``target="standard"`` (no such standard op
 below opset 23); weights not 2-D float32 constants of one shape, biases not vectors of their
-width; a head split or merge other than the above, or ``N``/``d`` differing between q, k and
-v; a Softmax over another axis; a scale that is not a positive one-element constant; a mask
-of another shape; an intermediate read outside the pattern or being a graph output; a model
-the shape probe cannot run (its reason).  Cross-attention (k, v from another tensor), causal
-masks written with ``Where`` (GPT-2) are left alone: they don't match.
+width; q, k, v not the three outputs of one ``Split`` of the last axis; a head split or merge
+other than the above, or ``N``/``d`` differing between q, k and v; a Softmax over another
+axis; a scale that is not a positive one-element constant; a mask of another shape; an
+intermediate read outside the pattern or being a graph output; a model the shape probe cannot
+run (its reason).  Cross-attention (k and v from another tensor: T5's decoder) doesn't match.
 
 Cost: one sweep, O(N), plus the shape probe's two onnxruntime runs when a candidate exists;
 O(H_in·H) per fusion to pack the weights.
