@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GraphCheckError, GraphwrightError, TransformError
-from ..ir import Model, Node, all_graphs, check
+from ..ir import Graph, Model, Node, Value, all_graphs, check
 from ..patterns.replace import Rewrite, recording
 from .binding import bind_io
 from .context import TransformContext
@@ -40,6 +40,7 @@ __all__ = ["run_pipeline", "StepReport", "StepRunner", "PipelineReport", "plan_p
 PROVENANCE_KEY = "graphwright.provenance"
 #: Version of the sidecar's JSON layout.
 PROVENANCE_VERSION = 1
+_CONST_OPS = frozenset({"Const", "Constant"})
 
 
 #: ``observer(label, nodes)``: called as each step starts, with the node count of the main graph.
@@ -244,12 +245,6 @@ def node_key(node: Node) -> str:
     return ">" + node.outputs[0].name if node.outputs else f">{node.op}"
 
 
-def _signature(node: Node) -> tuple[int, ...]:
-    """Identity of a node's inputs and of their constant data (a rule that rewrites a weight in
-    place replaces the tensor object)."""
-    return tuple(x for v in node.inputs for x in ((id(v), id(v.const)) if v is not None else (0, 0)))
-
-
 class Provenance:
     """For every node of a model, the original nodes it comes from, kept through each step.
 
@@ -285,34 +280,38 @@ class Provenance:
         self._depth = 0  # steps under way (a transform may run steps of its own)
         self._before: set[Node] = set()
         self._order: list[Node] = []
-        self._producers: dict[Node, list[Node]] = {}
+        self._inputs: dict[Node, tuple[Value | None, ...]] = {}
+        self._consts: dict[Value, object] = {}
+        self._nested = True  # the model may have nested graphs (found out at the first step)
         self._new: dict[Node, str] = {}  # node made by the engine in this step -> rule
         self._gone: dict[Node, tuple[str, list[str]]] = {}  # removed by the engine -> (rule, into)
         #: bypass targets of this step: (node read instead, origins of the match, rule)
         self._bypassed: list[tuple[Node, tuple[str, ...], str]] = []
-        self._signatures: dict[Node, tuple[int, ...]] = {}
         self._folded: dict[Node, bool] = {}  # removed by the engine into new initializers only
-        self._out_names: dict[Node, list[str]] = {}
+        self._out0: dict[Node, str] = {}
 
     # -- one step ---------------------------------------------------------------
     def begin(self, model: Model) -> None:
         self._depth += 1
         if self._depth > 1:  # a step run inside a step: the outer one accounts for it
             return
-        nodes = _nodes(model)
+        graphs = self._graphs(model)
+        self._nested = len(graphs) > len(model.graphs)
+        nodes = [node for g in graphs for node in g]
         self._order = nodes
         self._before = set(nodes)
-        # the edges as they were: a node a step removes loses them (coarse records group by them)
-        self._producers = {node: [v.producer for v in node.inputs if v is not None and v.producer is not None]
-                           for node in nodes}
+        # inputs as they were (immutable tuples: O(1) each): a removed node loses its edges, a
+        # rewritten one gets other inputs
+        self._inputs = {node: node.inputs for node in nodes}
+        # the constants' data as it was: a rule may rewrite a weight in place
+        self._consts = {v: v.const for g in graphs for v in g.initializers}
+        self._consts.update((n.outputs[0], n.attrs.get("value")) for n in nodes if n.op in _CONST_OPS and n.outputs)
+        # first output names as they were: a folder may rename a value and give its name to a constant
+        self._out0 = {node: node.outputs[0].name for node in nodes if node.outputs}
         self._bypassed = []
-        self._signatures = {node: _signature(node) for node in nodes}
-        # output names as they were: a folder may rename a value and give its name to a constant
-        self._out_names = {node: [v.name for v in node.outputs] for node in nodes}
-        for node in self._before:  # nodes added between steps (by hand, by a loader) are their own origin
-            if node not in self.origins:
-                self.origins[node] = (node_key(node),)
-                self.original.setdefault(node_key(node), node.op)
+        for node in self._before.difference(self.origins):  # added between steps (by hand...): their own origin
+            self.origins[node] = (node_key(node),)
+            self.original.setdefault(node_key(node), node.op)
         self._new = {}
         self._gone = {}
         self._folded = {}
@@ -363,7 +362,8 @@ class Provenance:
         self._depth -= 1
         if self._depth > 0:
             return
-        after = _nodes(model)
+        graphs = all_graphs(model) if self._nested else model.graphs
+        after = [node for g in graphs for node in g]
         after_set = set(after)
         vanished = [n for n in self._order if n not in after_set]
         appeared = [n for n in after if n not in self._before]
@@ -388,25 +388,26 @@ class Provenance:
         transient = [n for n in self._gone if n not in self._before and n not in after_set]
         departed = [*vanished, *transient]
         # an output that is now an initializer: the node was folded into that constant
-        constants = ({v.name for g in all_graphs(model) for v in g.initializers}
+        constants = ({v.name for g in graphs for v in g.initializers}
                      if any(node not in self._gone or not self._gone[node][1] for node in departed) else set())
         readers: dict[Node, list[Node]] | None = None
         for node in departed:
             rule, into = self._gone.get(node, ("", []))
-            names = self._out_names.get(node) or [v.name for v in node.outputs]
+            names = [self._out0.get(node, ""), *(v.name for v in node.outputs[1:])]
             folded = [name for name in names if name in constants] if not into else []
             merged: list[str] = []
             if not into and not folded and node in self._before:
                 # its readers now read a node of the same op instead: merged into that one
                 if readers is None:
                     readers = {}
-                    for reader, producers in self._producers.items():
-                        for producer in producers:
-                            readers.setdefault(producer, []).append(reader)
+                    for reader, inputs in self._inputs.items():
+                        for v in inputs:
+                            if v is not None and v.producer is not None:
+                                readers.setdefault(v.producer, []).append(reader)
                 merged = list(dict.fromkeys(
                     node_key(v.producer) for r in readers.get(node, ()) if r in after_set for v in r.inputs
                     if v is not None and v.producer is not None and v.producer.op == node.op
-                    and v.producer not in self._producers.get(r, ())))
+                    and v not in self._inputs.get(r, ())))
             for name in self.origins.get(node, ()):
                 self.fates[name] = {"step": label, "rule": rule or None, "into": into or folded or merged,
                                     "coarse": node not in self._gone or not rule}
@@ -418,13 +419,18 @@ class Provenance:
             self.made.pop(node, None)
         self._before = set()
         self._order = []
-        self._producers = {}
-        self._signatures = {}
+        self._inputs = {}
+        self._consts = {}
         self._bypassed = []
         self._folded = {}
-        self._out_names = {}
+        self._out0 = {}
         self._new = {}
         self._gone = {}
+
+    def _graphs(self, model: Model) -> list[Graph]:
+        """The model's graphs, nested bodies included while it has any (a model without If/Loop
+        bodies is not scanned for them at every step: one that gains one is not followed into it)."""
+        return all_graphs(model) if self._nested else list(model.graphs)
 
     def abandon(self) -> None:
         """A step failed: forget what it started (the next step snapshots the graph afresh)."""
@@ -432,7 +438,16 @@ class Provenance:
 
     def _inputs_changed(self, node: Node) -> bool:
         """Whether the step gave ``node`` other inputs or other constant data in its inputs."""
-        return self._signatures.get(node) != _signature(node)
+        inputs = node.inputs
+        if inputs != self._inputs.get(node):
+            return True
+        for v in inputs:
+            if v is not None and v in self._consts:
+                now = v.const if v.const is not None else (
+                    v.producer.attrs.get("value") if v.producer is not None else None)
+                if now is not self._consts[v]:
+                    return True
+        return False
 
     def _coarse(self, label: str, gone: list[Node], new: list[Node]) -> list[Node]:
         """Record what a step did outside the engine; returns the new nodes that replace nothing."""
@@ -457,8 +472,9 @@ class Provenance:
             return x
 
         for node in gone:
-            for producer in self._producers.get(node, ()):
-                if producer in members:
+            for v in self._inputs.get(node, ()):
+                producer = v.producer if v is not None else None
+                if producer is not None and producer in members:
                     root[find(producer)] = find(node)
         groups: dict[Node, list[Node]] = {}
         for node in gone:
