@@ -59,29 +59,40 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.html and (same_file(args.html, args.model_a) or same_file(args.html, args.model_b)):
         raise DiffError(f"refusing to overwrite a model with the report {args.html}")
-    a = formats.load(args.model_a)
-    b = formats.load(args.model_b)
-    if a.format != b.format:
-        raise DiffError(f"diff compares two models of one format: {args.model_a} is {a.format}, "
-                        f"{args.model_b} is {b.format}")
-    prov, prov_path = None, None
-    if not args.no_provenance:
-        candidate = Path(args.provenance) if args.provenance else sidecar_path(args.model_b)
-        if args.provenance or candidate.is_file():
-            prov, prov_path = read_provenance(candidate), str(candidate)
-    diff = diff_models(a, b, path_a=args.model_a, path_b=args.model_b, provenance=prov, provenance_path=prov_path)
-    errors: OutputErrors | None = None
-    if args.seed is not None or args.input:
-        feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
-        with progress_callback("diff", quiet=args.quiet or args.json) as on_progress:
+    running = args.seed is not None or bool(args.input)
+    total = 3 + (3 if running else 0) + (1 if args.html else 0)  # steps of the bar, for its ETA
+    with progress_callback("diff", quiet=args.quiet or args.json) as tick:
+        tick(0, total, f"loading {Path(args.model_a).name}")
+        a = formats.load(args.model_a)
+        tick(1, total, f"loading {Path(args.model_b).name}")
+        b = formats.load(args.model_b)
+        if a.format != b.format:
+            raise DiffError(f"diff compares two models of one format: {args.model_a} is {a.format}, "
+                            f"{args.model_b} is {b.format}")
+        prov, prov_path = None, None
+        if not args.no_provenance:
+            candidate = Path(args.provenance) if args.provenance else sidecar_path(args.model_b)
+            if args.provenance or candidate.is_file():
+                prov, prov_path = read_provenance(candidate), str(candidate)
+        tick(2, total, "matching changes")
+        diff = diff_models(a, b, path_a=args.model_a, path_b=args.model_b, provenance=prov,
+                           provenance_path=prov_path)
+        done = 3
+        errors: OutputErrors | None = None
+        if running:
+            feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
             errors = output_errors(args.model_a, args.model_b, feeds=feeds, seed=args.seed or 0, rtol=args.rtol,
                                    atol=args.atol, backend_a=args.backend_a, backend_b=args.backend_b,
-                                   on_progress=on_progress)
-    if args.html:
-        page = render_html(diff, nodes_by_key(a.graph), nodes_by_key(b.graph), errors,
-                           title=f"graphwright diff: {Path(args.model_a).name} -> {Path(args.model_b).name}")
-        with atomic_path(args.html) as tmp:
-            tmp.write_text(page, encoding="utf-8")
+                                   on_progress=lambda i, _n, what: tick(done + i, total, what))
+            done += 3
+        if args.html:
+            tick(done, total, "writing the report")
+            page = render_html(diff, nodes_by_key(a.graph), nodes_by_key(b.graph), errors,
+                               title=f"graphwright diff: {Path(args.model_a).name} -> {Path(args.model_b).name}")
+            with atomic_path(args.html) as tmp:
+                tmp.write_text(page, encoding="utf-8")
+            done += 1
+        tick(done, total, "done")
     if args.json:
         data = diff.to_json()
         data["outputs"] = errors.to_json() if errors is not None else None
