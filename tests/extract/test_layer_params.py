@@ -6,7 +6,7 @@ integer-only numpy, written from the reference kernels' formulas, not graphwrigh
 equal the output of LiteRT's reference kernels (``litert-ref``; TFLite Micro for quantized SUM)
 bit for bit, on several inputs.  int16 SOFTMAX's LUTs are rebuilt here from LiteRT's
 LUTPopulate formula; 8-bit SOFTMAX's fixed-point parameters are checked against both runtimes;
-LOG_SOFTMAX's against LiteRT's formulas; LSTM roles by index (the integer LSTM and SVDF: see
+LOG_SOFTMAX's against LiteRT's formulas too; LSTM roles by index (the integer LSTM and SVDF: see
 test_layer_params_lstm.py and test_layer_params_svdf.py)."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ MODELS = [
     ("tflite_ops", "misc_int8", {"RELU", "RELU6", "MEAN", "AVERAGE_POOL_2D", "MUL", "ADD", "CONCATENATION"}),
     ("tflite_math", "prelu_int8", {"PRELU", "CONV_2D"}),
     ("tflite_math", "unary_int8", {"LEAKY_RELU", "SUB", "MUL", "QUANTIZE", "ABS", "LOG", "SQRT", "RSQRT", "EXP",
-                                   "GELU"}),
+                                   "GELU", "LOG_SOFTMAX", "L2_NORMALIZATION"}),
     ("tflite_binary", "pot_int16x8", {"ADD", "SUB", "MUL", "QUANTIZE", "DIV"}),
     ("tflite_binary", "binary_int8", {"DIV"}),
     ("tflite_math", "unary_int16x8", {"LEAKY_RELU", "GELU", "ABS", "EXP", "LOG", "RSQRT"}),
@@ -59,8 +59,9 @@ MODELS = [
     ("tflite_real", "landmarks_int8", {"CONV_2D", "DEPTHWISE_CONV_2D", "PRELU", "ADD", "FULLY_CONNECTED",
                                        "LOGISTIC", "MEAN", "CONCATENATION"}),
     ("tflite_math", "relu01_int8", {"RELU_0_TO_1"}),
-    ("tflite_math", "legacy_uint8", {"L2_NORMALIZATION", "PRELU", "LEAKY_RELU"}),
+    ("tflite_math", "legacy_uint8", {"L2_NORMALIZATION", "PRELU", "LEAKY_RELU", "LOG_SOFTMAX"}),
     ("tflite_math", "elu_int8", {"ELU"}),
+    ("tflite_zoo", "ssd_int8", {"LOG_SOFTMAX", "CONV_2D", "CONCATENATION"}),
     ("tflite_math", "widened_int16x8", {"PRELU", "SQRT"}),
     ("tflite_zoo", "ds_cnn_uint8io_int8", {"QUANTIZE", "CONV_2D", "DEPTHWISE_CONV_2D"}),
     ("tflite_zoo", "face_embed_int8", {"L2_NORMALIZATION", "PRELU", "DEPTHWISE_CONV_2D"}),
@@ -513,7 +514,9 @@ IMPLEMENTATIONS: dict[str, Callable[[Layer, list[np.ndarray], np.ndarray], np.nd
     "CONV_2D": _conv, "DEPTHWISE_CONV_2D": _conv, "TRANSPOSE_CONV": _transpose_conv, "BATCH_MATMUL": _batch_matmul,
     "HARD_SWISH": _hard_swish, "LEAKY_RELU": _leaky_relu, "PRELU": _prelu, "SUM": _sum,
     "REDUCE_PROD": _reduce_prod, "SQUARED_DIFFERENCE": _squared_difference, "L2_NORMALIZATION": _l2_normalization,
-    "RESIZE_BILINEAR": _resize_bilinear, "DIV": _div, **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
+    "RESIZE_BILINEAR": _resize_bilinear, "DIV": _div,
+    "LOG_SOFTMAX": lambda p, x, out: _log_softmax(p, x, out),  # defined below, with the gemmlowp helpers
+    **dict.fromkeys(("ABS", "LOG", "SQRT", "RSQRT", "EXP", "GELU", "ELU", "NEG"), _table),
 }
 #: also recomputed from the table the manifest gives for them
 TABLES = ("RELU", "RELU6", "RELU_0_TO_1", "QUANTIZE", "HARD_SWISH", "LEAKY_RELU")  # int16 ones too
@@ -730,6 +733,68 @@ def _frexp_multiplier(real: float) -> tuple[int, int]:
     fraction, shift = math.frexp(real)
     q = math.floor(fraction * 2**31 + 0.5)
     return (q // 2, shift + 1) if q == 2**31 else (q, shift)
+
+
+def _clz(v: np.ndarray) -> np.ndarray:
+    """Leading zeros of int32 raws read as uint32."""
+    return np.vectorize(lambda t: 32 - (int(t) & 0xFFFFFFFF).bit_length())(v)
+
+
+def _pot_by(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """SaturatingRoundingMultiplyByPOT with a per-element exponent ≥ 0 (a saturating left shift)."""
+    return np.clip(np.asarray(x, np.int64) << exponent, -(2**31), 2**31 - 1)
+
+
+def _half_sum(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp's RoundingHalfSum on int32: (a + b ± 1) / 2, truncated."""
+    total = np.asarray(a, np.int64) + b
+    total = total + np.where(total >= 0, 1, -1)
+    return np.trunc(total / 2).astype(np.int64)
+
+
+def _one_over_one_plus(a: np.ndarray) -> np.ndarray:
+    """one_over_one_plus_x_for_x_in_0_1 on F0 raws: Newton-Raphson in F2 from 48/17 − 32/17·d."""
+    half = _half_sum(a, 2**31 - 1)
+    x = 1515870810 + _srdhm(half, -1010580540)
+    for _ in range(3):
+        x = x + _pot(_srdhm(x, (1 << 29) - _srdhm(half, x)), 2)
+    return _pot(x, 1)
+
+
+def _log_q12(z: np.ndarray) -> np.ndarray:
+    """log_x_for_x_greater_than_or_equal_to_1<5> of F12 raws (gemmlowp's via √½ normalisation and a
+    rational approximation, accumulated in F6), F5 out."""
+    quarter = 1 << 23  # 1/4 in F6
+    h_a = _clz(z)
+    r_a = _pot(_srdhm(_pot_by(z, h_a - 1), 1518500250), 1)
+    adj_a = np.clip(_pot_by(12 - h_a, 25) + quarter, -(2**31), 2**31 - 1)
+    h_b = _clz(_srdhm(z, 1518500250)) - 1
+    r_b = _pot_by(z, h_b)
+    adj_b = np.clip(_pot_by(12 - h_b, 25) - quarter, -(2**31), 2**31 - 1)
+    r, adj = np.minimum(r_a, r_b), np.maximum(adj_a, adj_b)
+    p = _half_sum(r, 1805811301)
+    q = _wrap(2 * _wrap(r - 1805811301))
+    q2 = _srdhm(q, q)
+    num = _srdhm(q, r) + _srdhm(_srdhm(q, q2), 117049297)
+    denominator = _srdhm(p, 1057819769 + q + _srdhm(127690142, q2)) + _srdhm(638450708, q)
+    total = _srdhm(adj, 1488522236) + _srdhm(_rdbpot(num, 6), _one_over_one_plus(denominator))
+    return _pot(total, 1)
+
+
+def _log_softmax(p: Layer, x: list[np.ndarray], out: np.ndarray) -> np.ndarray:
+    """LiteRT's 8-bit LogSoftmax from the extracted parameters: exp of the Q5.26 differences
+    summed in Q12.19, its log in Q5.26, the bound from the reverse scaling, Q4 out at the type's top."""
+    lowest, highest = np.iinfo(out.dtype).min, np.iinfo(out.dtype).max
+    v = x[0].astype(np.int64)
+    d = v - v.max(axis=-1, keepdims=True)
+    a = _mbqm(d, p["input_multiplier"], p["input_left_shift"])
+    inside = d >= p["diff_min"]
+    total = np.where(inside, _rdbpot(_exp_negative(np.where(inside, a, 0), 5), 12), 0).sum(axis=-1, keepdims=True)
+    log_total = _log_q12(total)
+    bound = np.maximum(p["diff_min"] - 1, _mbqm(log_total - 2**31, p["reverse_scaling_divisor"],
+                                                p["reverse_scaling_shift"]))
+    y = np.clip(_rdbpot(a - log_total, 22) + highest, lowest, highest)
+    return np.where(d > bound, y, lowest).astype(out.dtype)
 
 
 @pytest.mark.parametrize(("family", "name"), [("tflite_math", "unary_int8"), ("tflite_math", "legacy_uint8")])
