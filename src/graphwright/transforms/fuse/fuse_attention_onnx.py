@@ -269,7 +269,8 @@ def fuse_attention(model: Model, ctx: TransformContext, *, target: str = STANDAR
         return TransformResult(False, {"fused": 0}, [
             "fuse_attention: emits onnxruntime's com.microsoft::Attention; pass target=onnxruntime"])
     probe = ShapeProbe(model, lambda: _candidates(model))
-    needed = any(node.op == "Softmax" for node in model.graph)
+    needed = any(node.op == "Softmax" and any(reader.op == "MatMul" for reader, _ in node.output.uses())
+                 for node in model.graph)  # an attention's probabilities: else no probe is run
     probe.measure_if(needed)  # before the sweep rewrites anything
     rules = RuleSet(name="fuse_attention")
     rule = _rule(model, probe)
