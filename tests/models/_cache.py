@@ -111,6 +111,9 @@ FAMILIES: dict[str, Family] = {
         (_TF, _KERAS, ("ai_edge_litert", ("ai-edge-litert",))),
         batch=True,
     ),
+    # frozen tf-keras/Keras 3 LSTM, GRU, LayerNorm and encoder graphs for the composite-op fusions (issue 13)
+    "keras_composite": Family("build_keras_composite", names_of("build_keras_composite"), ".pb",
+                              (_TF, _KERAS, ("tf_keras", ("tf-keras",))), batch=True),
     # per-operator corpora of the reference interpreter (issue 11): one builder module each
     **{f"tflite_{part}": _tflite_family(f"build_tflite_{part}")
        for part in ("math", "binary", "index", "reduce", "conv", "sequence", "control", "sparse", "real", "misc", "zoo")},

@@ -1,17 +1,12 @@
 """The frozen Keras composite models of ``tests/models/build_keras_composite.py`` (LSTM, GRU,
 transformer encoder), built once per builder version and cached, and TensorFlow run in a child
 process with oneDNN on or off (``TF_ENABLE_ONEDNN_OPTS`` is read once, at TensorFlow's import).
-
-When the ``keras_composite`` family is registered in ``tests/models/_cache.py`` its cache is
-used; until then the same builder runs the same way (a fresh subprocess, the cache's build
-environment) into ``tests/models/_cache/keras_composite-<name>-v<version>``.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import re
 import subprocess
 import sys
 import tempfile
@@ -19,41 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.models import FAMILIES, ModelInfo, ensure_built
-from tests.models._cache import CACHE_DIR, REPO_ROOT, _build_env, names_of
+from tests.models import ModelInfo, ensure_built
 
 FAMILY = "keras_composite"
-BUILDER = REPO_ROOT / "tests" / "models" / "build_keras_composite.py"
 
 
 def composite_model(name: str) -> ModelInfo:
-    """``lstm``, ``gru``, ``encoder``... (see the builder's docstring), built on first use: every
-    missing model of the builder in one subprocess (one TensorFlow import, Keras sessions cleared
-    between models, as the cache's batch families do)."""
-    if FAMILY in FAMILIES:
-        return ensure_built(FAMILY, name)
-    version = re.search(r"^BUILDER_VERSION\s*=\s*(\d+)", BUILDER.read_text(), re.MULTILINE)
-    assert version is not None
-    stem = f"{FAMILY}-{{}}-v{version.group(1)}"
-    sidecar = CACHE_DIR / f"{stem.format(name)}.json"
-    if not sidecar.exists():
-        names = [n for n in names_of("build_keras_composite") if not (CACHE_DIR / f"{stem.format(n)}.json").exists()]
-        CACHE_DIR.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".build-") as tmp:
-            code = ("import sys; from pathlib import Path; from tests.models.build_keras_composite import build; "
-                    "from tests.models.__main__ import _fresh_session\n"
-                    "for name, stem in zip(sys.argv[2::2], sys.argv[3::2]):\n"
-                    "    _fresh_session(); d = Path(sys.argv[1])\n"
-                    "    build(name, d / (stem + '.pb'), d / (stem + '.npz')).write_sidecar()")
-            args = [x for n in names for x in (n, stem.format(n))]
-            done = subprocess.run([sys.executable, "-c", code, tmp, *args], cwd=REPO_ROOT, env=_build_env(),
-                                  capture_output=True, text=True, timeout=1800, check=False)
-            if done.returncode != 0:
-                raise RuntimeError(f"building {FAMILY} {names} failed:\n{done.stderr[-3000:]}")
-            for n in names:
-                for suffix in (".pb", ".npz", ".json"):  # the sidecar last: it marks a complete build
-                    os.replace(Path(tmp) / f"{stem.format(n)}{suffix}", CACHE_DIR / f"{stem.format(n)}{suffix}")
-    return ModelInfo.read_sidecar(sidecar)
+    """``lstm``, ``gru``, ``encoder``... (see the builder's docstring), built on first use with the
+    rest of the family in one subprocess (the cache's batch build)."""
+    return ensure_built(FAMILY, name)
 
 
 _CHILD = """
