@@ -257,8 +257,12 @@ class Provenance:
     replacement replace its matched nodes; with no new node the re-emitted ones absorb the
     removed ones); the rest of a step's changes — made by transforms that edit the graph
     directly — coarsely, from the nodes that vanished and appeared: an appeared node with the
-    name (or first output name) of a vanished one replaces it, the other appeared nodes replace
-    all the other vanished ones together, and such records say ``coarse``.
+    name (or first output name) of a vanished one replaces it (with the vanished nodes connected
+    to that one: a folded sub-graph), the other appeared nodes replace all the other vanished ones
+    together, and such records say ``coarse``.  A vanished node whose output name now belongs to
+    an initializer was *folded* into it; one whose readers now read another node of its op was
+    *merged* into that one (duplicates); a rule that bypasses a match to a node whose inputs or
+    weights it rewrote in place (BatchNormalization into the Conv before it) fused it into that node.
 
     Cost per step: O(nodes) to compare the node sets, plus O(size) per applied rewrite.
     """
