@@ -230,11 +230,10 @@ def _ints(value: Value | None) -> list[int] | None:
     if value is None or value.is_graph_input:
         return None
     tensor = constant_value(value)
-    if tensor is None or tensor.dtype.numpy is None:
-        return None
+    if tensor is None or tensor.dtype.numpy is None or len(tensor.shape) > 1 \
+            or (tensor.shape and tensor.shape[0] > MAX_LEN) or np.dtype(tensor.dtype.numpy).kind not in "iub":
+        return None  # decided from the header: a weight is never read here
     array = tensor.numpy()
-    if array.dtype.kind not in "iub" or array.ndim > 1 or array.size > MAX_LEN:
-        return None
     return [bool(x) if array.dtype.kind == "b" else int(x) for x in array.reshape(-1)]
 
 
@@ -263,6 +262,7 @@ class Lattice:
     def __init__(self) -> None:
         self._shapes: dict[Value, list[Elem]] = {}
         self._elems: dict[Value, list[Elem]] = {}
+        self._no_elems: set[Value] = set()  # values known to have no tracked contents
         self.scalar: set[Value] = set()  # values among _elems that are 0-d
         self.alias: dict[str, Elem] = {}  # generated unk__N symbol -> what the lattice derived for it
 
@@ -296,11 +296,16 @@ class Lattice:
         found = self._elems.get(value)
         if found is not None:
             return found
+        if value in self._no_elems:
+            return None
         ints = _ints(value)
-        if ints is not None:
-            tensor = constant_value(value)
-            if tensor is not None and len(tensor.shape) == 0:
-                self.scalar.add(value)
+        if ints is None:
+            self._no_elems.add(value)
+            return None
+        tensor = constant_value(value)
+        if tensor is not None and len(tensor.shape) == 0:
+            self.scalar.add(value)
+        self._elems[value] = ints  # (constants do not change during a walk)
         return ints
 
     def is_scalar(self, value: Value) -> bool:
