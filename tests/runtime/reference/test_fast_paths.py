@@ -22,7 +22,7 @@ from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter, multiply_by_quantized_multiplier
 from graphwright.runtime.reference._common import OpContext
 from graphwright.runtime.reference.conv import _float32_blocks, _gemm, _Plan
-from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _byte_lookup, _mul_q
+from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _byte_lookup, _compiled_mul, _mul_q
 from graphwright.runtime.reference.requant import FastRequant, Float32Requant
 
 from ._oracle import feeds_for
@@ -235,6 +235,28 @@ def test_per_channel_vector_tables_equal_the_direct_formula(name: str, op: str) 
         big = np.tile(a if a.size > b.size else b, (1, 4, 1, 1))  # 2048 rows: the per-channel tables
         pair = (big, b) if a.size > b.size else (a, big)
         np.testing.assert_array_equal(_by_table(ctx, *pair, direct), direct(*pair))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rounding", ["double", "single"])
+@pytest.mark.parametrize("name", ["convs_int8", "misc_int8"])
+def test_compiled_mul_equals_the_direct_formula_on_every_pair(name: str, rounding: str) -> None:
+    """The compiled 8-bit MUL (same shapes, or a tensor by a per-channel vector, either order) against
+    the int64 formula, on every pair of input bytes."""
+    nodes = [n for n in Interpreter(model("tflite_ops", name).path).graph if n.op == "MUL"
+             and n.outputs[0].dtype is not None and n.outputs[0].dtype.value == "int8"]
+    assert nodes
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    a = (bits >> 8).astype(np.uint8).view(np.int8).reshape(1, 256, 256)
+    b = (bits & 0xFF).astype(np.uint8).view(np.int8).reshape(1, 256, 256)
+    vector = np.arange(256, dtype=np.uint8).view(np.int8).reshape(1, 1, 256)
+    for node in nodes:
+        ctx = OpContext(node, [a, b], rounding, {}, True)
+        for x, y in ((a, b), (a, vector), (vector, a)):
+            got = _compiled_mul(ctx, x, y)
+            assert got is not None
+            np.testing.assert_array_equal(got, _mul_q(ctx, x, y))
+        assert _compiled_mul(ctx, a, b[:, :, :1]) is None  # a broadcast other than a per-channel vector
 
 
 @pytest.mark.parametrize("size", [255, 256, 1001])

@@ -324,6 +324,21 @@ def pair_lookup(a, b, table, out):  # type: ignore[no-untyped-def]
 
 
 @numba.njit(**_JIT)
+def mul_requant(a, b, za, zb, p, out):  # type: ignore[no-untyped-def]
+    """The 8-bit MUL's integers: ``out[i, c]`` = ``(a[i, c] − za)·(b[j, c] − zb)`` requantized with the
+    per-tensor constants ``p`` [7, 1] (:func:`_requantized`), ``j = i`` or, for a per-channel vector
+    ``b`` [1, C], 0; ``a`` [rows, C]."""
+    rows, channels = a.shape
+    q = _rows(p)
+    for i in range(rows):
+        ai = a[i]
+        bi = b[i if b.shape[0] > 1 else 0]
+        oi = out[i]
+        for c in range(channels):
+            oi[c] = _requantized(np.int64((np.int32(ai[c]) - za) * (np.int32(bi[c]) - zb)), 0, q)
+
+
+@numba.njit(**_JIT)
 def channel_lookup(x, v, table, x_first, out):  # type: ignore[no-untyped-def]
     """``out[i, c] = table[x[i, c]·256 + v[c]]`` (``x_first``) or ``table[v[c]·256 + x[i, c]]`` for the
     bytes of ``x`` [rows, C] (contiguous) and of a per-channel vector ``v`` [C] (the broadcast MUL of

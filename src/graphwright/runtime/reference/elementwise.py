@@ -61,6 +61,7 @@ from .fixedpoint import (
 )
 from .jit import kernels
 from .luts import lut16_double, lut16_float32, lut16_lookup
+from .requant import FastRequant
 
 LEFT_SHIFT = 20
 
@@ -263,7 +264,47 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
     if gated is not None:
         side, lookup = gated
         return [lookup(ctx.x(side))]
+    direct = _compiled_mul(ctx, a, b) if ctx.jit else None
+    if direct is not None:
+        return [direct]
     return [_by_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q))]
+
+
+def _compiled_mul(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """An 8-bit MUL of two same-shape tensors or of a tensor by a per-channel vector (either order)
+    as one compiled pass of :func:`_mul_q`'s integers (the product less the zero points, requantized
+    by :class:`.requant.FastRequant`'s compiled int64 formula) — ~0.3 ns per element where the 2^16
+    table's gathers take 0.5–0.8; None where that does not apply (other broadcasts, 16-bit, a
+    multiplier the compiled formula does not take)."""
+    if a.dtype != b.dtype or a.dtype.itemsize != 1 or a.ndim != b.ndim or a.size == 0 or b.size == 0:
+        return None
+    big, small = (a, b) if a.size >= b.size else (b, a)
+    channels = big.shape[-1] if big.ndim else 1
+    if not big.flags.c_contiguous or (small.shape != big.shape and small.size != channels) \
+            or (small.shape != big.shape and small.shape[-1:] != big.shape[-1:]):
+        return None
+    fast = ctx.cache.get("mul_requant", False)
+    if fast is False:
+        q1, q2, qo = _quants(ctx, 0, 1)
+        m, shift = quantize_multiplier(_mul_real(ctx, q1, q2, qo))
+        lo, hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), ctx.out_dtype())
+        fast = ctx.cache["mul_requant"] = FastRequant.build(
+            bias=None, m=np.array([m]), shift=np.array([shift]), zp=qo.zp, lo=int(lo), hi=int(hi),
+            rounding=ctx.rounding, acc_dtype=np.float64, out_dtype=ctx.out_dtype(), native=True)
+    if fast is None or fast.native is None:
+        return None
+    za, zb = (ctx.in_quant(0).zp, ctx.in_quant(1).zp) if big is a else (ctx.in_quant(1).zp, ctx.in_quant(0).zp)
+    out = np.empty(big.shape, ctx.out_dtype())
+    fast.native[0].mul_requant(big.reshape(-1, channels), np.ascontiguousarray(small).reshape(-1, channels),
+                               np.int32(za), np.int32(zb), fast.native[1], out.reshape(-1, channels))
+    return out
+
+
+def _mul_real(ctx: OpContext, q1: Quant, q2: Quant, qo: Quant) -> float:
+    """The MUL's real multiplier ``s1·s2/s_out``: TFLM's Prepare computes it in double, LiteRT's in float32."""
+    if ctx.flavor == "tflm":
+        return _f64(q1.s) * _f64(q2.s) / _f64(qo.s)
+    return float(np.float32(np.float32(q1.s) * np.float32(q2.s)) / np.float32(qo.s))
 
 
 #: unary operators whose 8-bit output a MUL of it by its own input reads as one table (the swish
@@ -310,11 +351,7 @@ def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.d
 def _mul_q(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     q1, q2, qo = _quants(ctx, 0, 1)
     prod = (a.astype(np.int64) - q1.zp) * (b.astype(np.int64) - q2.zp)
-    if ctx.flavor == "tflm":  # TFLM's Prepare: in double
-        real = _f64(q1.s) * _f64(q2.s) / _f64(qo.s)
-    else:  # float32, as LiteRT's Prepare
-        real = float(np.float32(np.float32(q1.s) * np.float32(q2.s)) / np.float32(qo.s))
-    y = _mbqm(ctx, prod, real) + qo.zp
+    y = _mbqm(ctx, prod, _mul_real(ctx, q1, q2, qo)) + qo.zp
     return clamp_cast(ctx, y, ctx.out_dtype())
 
 
