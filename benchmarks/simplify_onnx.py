@@ -328,10 +328,11 @@ def _feeds(path: Path) -> dict[str, object]:
     return feeds
 
 
-def _session(path: Path, optimize: bool) -> object:
+def _session(path: Path, optimize: bool, threads: int = 0) -> object:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    so.intra_op_num_threads = threads  # 0: onnxruntime's default (one per core)
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     so.log_severity_level = 3
@@ -469,7 +470,8 @@ def _outputs_match(reference: list[object], got: list[object]) -> tuple[bool, fl
 
 
 def _ort_latency(paths: dict[str, Path], meta: dict[str, object], runs: int) -> dict[str, dict[str, float]]:
-    """Median onnxruntime latency (ms) of each model at batch 1 and REALISTIC_BATCH, optimizations off and all.
+    """Median onnxruntime latency (ms, one intra-op thread) of each model at batch 1 and REALISTIC_BATCH,
+    optimizations off and all.
 
     The models run interleaved, one call each per round, so load from other processes on the
     machine falls on every model alike (timed one after another, identical files differed 2x)."""
@@ -481,7 +483,8 @@ def _ort_latency(paths: dict[str, Path], meta: dict[str, object], runs: int) -> 
         if feeds is None:
             continue
         for label, optimize in (("no_opt", False), ("all_opt", True)):
-            sessions = {key: _session(path, optimize) for key, path in paths.items()}
+            # one thread: on a shared machine, a multi-threaded run waits for its slowest thread
+            sessions = {key: _session(path, optimize, threads=1) for key, path in paths.items()}
             times: dict[str, list[float]] = {key: [] for key in paths}
             for round_ in range(runs + 2):
                 for key, session in sessions.items():

@@ -70,6 +70,11 @@ EXPORT_FAILURES: dict[str, str] = {
     "tv_fasterrcnn_mobilenet_v3_large_fpn-dynamo-dyn": "torch.export: GuardOnDataDependentSymNode, could not guard on "
     "data-dependent expression Eq(4*u1, 0) (torchvision/ops/boxes.py:103, _batched_nms_coordinate_trick: "
     "boxes.numel() == 0 on the boxes left after the score threshold)",
+    "tv_retinanet_resnet50_fpn-dynamo-dyn": "torch.export: GuardOnDataDependentSymNode, could not guard on "
+    "4*Min(1000, u0) + ... + 4*Min(1000, u4) > 4000 (torchvision/ops/boxes.py:86, batched_nms: which NMS to use "
+    "depends on the number of candidate boxes)",
+    "tv_ssdlite320_mobilenet_v3_large-dynamo-dyn": "torch.export: GuardOnDataDependentSymNode, could not guard on "
+    "4*Min(300, u0) + ... + 4*Min(300, u3) > 4000 (torchvision/ops/boxes.py:86, batched_nms, as RetinaNet)",
 }
 
 NAMES = tuple(f"{base}-{v}" for base, vs in VARIANTS.items() for v in vs if f"{base}-{v}" not in EXPORT_FAILURES)
@@ -427,7 +432,8 @@ def _hf(base: str) -> Spec:
         return Spec(Seq2Seq().eval(), ["input_ids", "attention_mask", "decoder_input_ids"], ["logits"], feeds, dims,
                     output_axes={"logits": {0: "batch", 1: "target"}})
     if base in ("hf_whisper_encoder", "hf_whisper_decoder"):
-        cfg = tr.WhisperConfig(vocab_size=vocab, num_mel_bins=16, d_model=64, encoder_layers=2, decoder_layers=2,
+        cfg = tr.WhisperConfig(vocab_size=vocab, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+                               decoder_start_token_id=3, num_mel_bins=16, d_model=64, encoder_layers=2, decoder_layers=2,
                                encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
                                decoder_ffn_dim=128, max_source_positions=32, max_target_positions=64)
         whisper = eager(tr.WhisperForConditionalGeneration(cfg))
