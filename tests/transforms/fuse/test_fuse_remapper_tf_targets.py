@@ -250,6 +250,14 @@ def test_gpu_nodes_fuse_only_into_gpu_kernels_and_keep_their_device(tmp_path: Pa
     gw.transform(side, "fuse_remapper", inputs=["x"], outputs=["out"])
     (ex,) = [n for n in side.graph if n.op == "_FusedBatchNormEx"]
     assert ex.device == gpu and ex.attr("num_side_inputs") == 1 and ex.inputs[5].name == "x"
+    # target=gpu, but nodes pinned to the CPU: held to the kernels both CPU builds run
+    cpu = "/device:CPU:0"
+    pinned = _model(_placed({"dw": cpu, "bias": cpu, "conv": cpu, "bias_1": cpu, "Relu": cpu},
+                            lambda x, r: tf.nn.relu(_bias(_conv(_bias(_dw(x, r), r), r), r))), tmp_path)
+    report = gw.transform(pinned, "fuse_remapper(target=gpu)", inputs=["x"], outputs=["out"])
+    assert [(n.op, n.device) for n in pinned.graph if n.op.startswith("_Fused")] == [("_FusedConv2D", cpu)]
+    assert any("_FusedDepthwiseConv2dNative [BiasAdd] (float32, NHWC) has no kernel on /device:CPU:0" in n
+               for n in report.steps[0].notes), report.steps[0].notes
     mixed = _model(_placed({"conv": gpu, "bias": "/device:CPU:0"}, lambda x, r: _bias(_conv(x, r), r)), tmp_path)
     report = gw.transform(mixed, "fuse_remapper", inputs=["x"], outputs=["out"])
     assert any("different devices" in n for n in report.steps[0].notes)
