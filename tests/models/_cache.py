@@ -84,7 +84,7 @@ _KERAS = ("keras", ("keras",))
 
 FAMILIES: dict[str, Family] = {
     "keras_graphdef": Family(
-        "build_keras", ("mobilenet_v2", "resnet50", "inception_v3"), ".pb", (_TF, _KERAS)
+        "build_keras", names_of("build_keras"), ".pb", (_TF, _KERAS)
     ),
     "torch_onnx": Family(
         "build_torch",

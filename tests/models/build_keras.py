@@ -38,7 +38,9 @@ _APPS: dict[str, tuple[Callable[..., keras.Model], tuple[int, int, int]]] = {
     "densenet121": (keras.applications.DenseNet121, (64, 64, 3)),
     "xception": (keras.applications.Xception, (75, 75, 3)),
 }
-NAMES = tuple(_APPS)
+NAMES = ("mobilenet_v2", "resnet50", "inception_v3", "mobilenet_v3_small", "efficientnet_b0", "densenet121",
+         "xception")  # a literal: _cache.py reads it without importing TensorFlow
+assert NAMES == tuple(_APPS)
 
 
 def build(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
