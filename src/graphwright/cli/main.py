@@ -16,6 +16,7 @@ from importlib import metadata
 
 from ..errors import GraphwrightError
 from . import (
+    batch_cmd,
     calibrate_cmd,
     compare_cmd,
     diff_cmd,
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     extract_cmd.add_parser(sub)
     diff_cmd.add_parser(sub)
     view_cmd.add_parser(sub)
+    batch_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,84 @@
+"""The same isolated work as Ray tasks (:func:`run_ray`; ``ray`` is the optional ``[ray]`` extra).
+
+Each job is one Ray task, and the task runs the job exactly as the local runner does: in a child
+process of its own (:func:`~.local.run_isolated`), so a model that crashes kills that child, not
+the Ray worker, and comes back as the same ``crashed`` result with the same reason as locally.
+Retries of crashes and time-outs happen inside the task the same way; Ray's own ``max_retries``
+covers a lost node.  Results are handed to ``on_result`` as tasks finish (``ray.wait``).
+
+Workers write the outputs themselves: on a multi-machine cluster the output paths must be on a
+filesystem every node sees (and graphwright installed in the workers' environment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import GraphwrightError
+from .jobs import Job
+from .local import run_isolated
+from .result import BatchResult
+
+__all__ = ["run_ray", "import_ray"]
+
+#: Ray's own retries of a task whose node or worker was lost (the job's crashes are retried inside).
+NODE_RETRIES = 2
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error saying how to install it."""
+    try:
+        import ray  # lazy: an optional extra, and a slow import only --ray needs
+    except ImportError as e:
+        raise GraphwrightError('--ray needs Ray: pip install "graphwright[ray]" (or "ray[default]")') from e
+    return ray
+
+
+def _task(job: dict[str, Any], retries: int, timeout: float | None, plugins: list[str]) -> dict[str, Any]:
+    return run_isolated(Job.from_dict(job), retries=retries, timeout=timeout, plugins=plugins).to_dict()
+
+
+def run_ray(jobs: Sequence[Job], *, address: str | None = None, retries: int = 0, timeout: float | None = None,
+            plugins: Sequence[str] = (), num_cpus: int | None = None,
+            on_result: Callable[[BatchResult], None] | None = None) -> list[BatchResult]:
+    """Run every job as a Ray task; results in job order.
+
+    Uses the running Ray session when there is one; otherwise connects to ``address`` (``auto``,
+    ``ray://host:port``) or, without one, starts a local cluster (of ``num_cpus`` CPUs) and stops it
+    at the end."""
+    if retries < 0:
+        raise GraphwrightError(f"--retries needs a count of at least 0, got {retries}")
+    ray = import_ray()
+    started = False
+    if not ray.is_initialized():
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise GraphwrightError(f"cannot start or reach the Ray cluster {address or '(local)'}: {e}") from e
+        started = True
+    try:
+        task = ray.remote(num_cpus=1, max_retries=NODE_RETRIES)(_task)
+        refs = {task.remote(job.to_dict(), retries, timeout, list(plugins)): i for i, job in enumerate(jobs)}
+        results: list[BatchResult | None] = [None] * len(jobs)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                i = refs[ref]
+                try:
+                    result = BatchResult.from_dict(ray.get(ref))
+                except Exception as e:  # the task itself was lost past Ray's retries
+                    job = jobs[i]
+                    result = BatchResult(name=job.name, model=job.model, output=job.output, status="crashed",
+                                         error=f"Ray task failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+                results[i] = result
+                if on_result is not None:
+                    on_result(result)
+        return [r for r in results if r is not None]
+    finally:
+        if started:
+            ray.shutdown()

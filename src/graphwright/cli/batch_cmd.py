@@ -1,0 +1,122 @@
+"""``graphwright batch SOURCE``: one pipeline or simplify over a folder of models or a manifest.
+
+Every model runs in a worker process of its own (``--jobs N`` at a time, or as Ray tasks with
+``--ray``), so a model that crashes its worker is reported and the others finish.  A line is
+printed per model as it finishes (stderr), then the summary table (or ``--json``) on stdout.
+Exit code 0 when every model is ``ok``, 1 when one is not, 2 for a bad manifest or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..batch import BatchResult, jobs_from_folder, jobs_from_manifest, run_local, run_ray, summary_dict
+from ..batch.jobs import ManifestError
+from ._console import stderr, stdout
+
+__all__ = ["add_parser", "run"]
+
+_STYLE = {"ok": "green", "failed": "red", "error": "red", "crashed": "magenta", "timeout": "yellow"}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "batch",
+        help="run a pipeline or simplify over a folder of models or a manifest, in worker processes",
+        description="Transform or simplify many models, each in its own worker process (locally or on Ray); "
+                    "inputs are never modified.",
+    )
+    p.add_argument("source", help="a folder of models (.onnx, .pb, .pbtxt, .tflite) or a manifest (.json, .yaml)")
+    p.add_argument("--out", "-o", dest="out", metavar="DIR",
+                   help="output folder (required for a folder; for a manifest it overrides 'output_dir')")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--transforms", help="pipeline for every model (a manifest's entries may give their own)")
+    what.add_argument("--simplify", action="store_true", help="simplify every model (ONNX)")
+    p.add_argument("--check", type=int, default=None, metavar="N",
+                   help="verify each result against its original on N seeded random inputs before writing it")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes at a time (default 1)")
+    p.add_argument("--retries", type=int, default=0, metavar="N",
+                   help="run a model whose worker crashed or timed out up to N more times (default 0)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS", help="stop a model's worker after this")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                   help="a Python module imported in every worker first (one that registers transforms); repeatable")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run on a Ray cluster (ADDRESS, e.g. auto or ray://host:10001; none: a local cluster "
+                        "of --jobs CPUs); needs the [ray] extra")
+    p.add_argument("--summary", metavar="FILE", help="also write the JSON summary to FILE")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument("--quiet", action="store_true", help="no per-model lines while running")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.check is not None and args.check < 0:
+        raise ManifestError(f"--check needs a count of at least 0, got {args.check}")
+    if args.jobs < 1:
+        raise ManifestError(f"--jobs needs at least 1 worker, got {args.jobs}")
+    source = Path(args.source)
+    defaults: dict[str, Any] = {}
+    if args.transforms is not None:
+        defaults["transforms"] = args.transforms
+    if args.simplify:
+        defaults["simplify"] = {}
+    if args.check is not None:
+        defaults["check"] = args.check
+    if source.is_dir():
+        if not args.out:
+            raise ManifestError("batch over a folder needs --out DIR for the results")
+        if not (args.transforms or args.simplify):
+            raise ManifestError("batch over a folder needs --transforms '...' or --simplify")
+        jobs = jobs_from_folder(source, args.out, transforms=args.transforms,
+                                simplify={} if args.simplify else None, check=args.check or 0)
+    elif source.exists():
+        jobs = jobs_from_manifest(source, output_dir=args.out, defaults=defaults)
+    else:
+        raise ManifestError(f"{args.source}: no such folder or manifest")
+    err = stderr()
+
+    def on_result(result: BatchResult) -> None:
+        if not args.quiet and not args.json:
+            style = _STYLE.get(result.status, "")
+            err.print(f"[{style}]{result.status:>7}[/{style}] {escape(result.name)} ({result.seconds:.2f} s)"
+                      + (f": {escape(result.error)}" if result.error else ""), highlight=False)
+
+    # A plugin file by its absolute path: Ray workers start in other folders.
+    plugins = [str(Path(p).resolve()) if p.endswith(".py") else p for p in args.plugin]
+    common = {"retries": args.retries, "timeout": args.timeout, "plugins": plugins, "on_result": on_result}
+    if args.ray is not None:
+        results = run_ray(jobs, address=args.ray or None, num_cpus=args.jobs if args.jobs > 1 else None, **common)
+    else:
+        results = run_local(jobs, workers=args.jobs, **common)
+    summary = summary_dict(results)
+    if args.summary:
+        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        render_summary(results, summary["totals"])
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def render_summary(results: list[BatchResult], totals: dict[str, int]) -> None:
+    """The table: one row per model, then the count per status."""
+    console = stdout()
+    table = Table(title_justify="left")
+    for column in ("model", "status", "nodes", "max abs error", "time", "error"):
+        table.add_column(column, justify="right" if column in ("nodes", "time", "max abs error") else "left")
+    for r in results:
+        style = _STYLE.get(r.status, "")
+        nodes = f"{r.nodes_before} -> {r.nodes_after}" if r.nodes_before is not None else ""
+        error = "" if r.max_abs_error is None else f"{r.max_abs_error:.3g}"
+        attempts = f" ({r.attempts} tries)" if r.attempts > 1 else ""
+        table.add_row(escape(r.name), f"[{style}]{r.status}[/{style}]{attempts}", nodes, error,
+                      f"{r.seconds:.2f} s", escape(r.error))
+    console.print(table)
+    counts = ", ".join(f"{n} {s}" for s, n in totals.items() if s != "models" and n)
+    console.print(f"{totals['models']} model(s): {counts}", highlight=False)

@@ -1,0 +1,95 @@
+"""Manifests and folders into jobs: defaults, relative paths, and one-line errors naming the entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphwright.batch import jobs_from_folder, jobs_from_manifest, parse_manifest
+from graphwright.batch.jobs import ManifestError
+
+
+def test_a_json_manifest_gives_defaults_paths_and_options(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    manifest = tmp_path / "m" / "zoo.json"
+    manifest.write_text(json.dumps({
+        "output_dir": "out",
+        "defaults": {"transforms": "fold_constants", "check": 2},
+        "models": [
+            "a.onnx",
+            {"model": "sub/b.onnx", "simplify": {"skip_optimizations": ["fuse_bn_into_conv"]}, "transforms": None,
+             "inputs": {"x": "x.npy"}, "seed": 5, "atol": 0.001},
+            {"model": "/abs/c.tflite", "output": "/elsewhere/c2.tflite", "name": "third", "check": 0,
+             "output_names": "y,z"},
+        ],
+    }))
+    a, b, c = jobs_from_manifest(manifest)
+    root = tmp_path / "m"
+    assert (a.name, a.model, a.output, a.transforms, a.simplify, a.check) == (
+        "a.onnx", str(root / "a.onnx"), str(root / "out" / "a.onnx"), "fold_constants", None, 2)
+    assert (b.name, b.transforms, b.simplify, b.inputs, b.seed, b.atol, b.output) == (
+        "b.onnx", None, {"skip_optimizations": ["fuse_bn_into_conv"]}, [f"x={root / 'x.npy'}"], 5, 0.001,
+        str(root / "out" / "b.onnx"))
+    assert (c.name, c.model, c.output, c.check, c.output_names) == (
+        "third", "/abs/c.tflite", "/elsewhere/c2.tflite", 0, ["y", "z"])
+    # --out on the command line wins over the manifest's output_dir
+    assert jobs_from_manifest(manifest, output_dir=tmp_path / "cli")[0].output == str(tmp_path / "cli" / "a.onnx")
+
+
+def test_a_yaml_manifest_reads_like_json(tmp_path: Path) -> None:
+    pytest.importorskip("yaml", reason="YAML manifests are optional (PyYAML)")
+    manifest = tmp_path / "zoo.yaml"
+    manifest.write_text("output_dir: out\nmodels:\n  - model: a.onnx\n    simplify: true\n    check: 1\n")
+    (job,) = jobs_from_manifest(manifest)
+    assert (job.model, job.output, job.simplify, job.check) == (
+        str(tmp_path / "a.onnx"), str(tmp_path / "out" / "a.onnx"), {}, 1)
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"models": []}, "'models' must be a non-empty list"),
+    ({"models": ["a.onnx"], "extra": 1}, "unknown key(s) 'extra'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "bogus": 1}]}, "model 1 (a.onnx): unknown key(s) 'bogus'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "transforms": "x"}]}, "'transforms' or 'simplify', not both"),
+    ({"models": [{"model": "a.onnx"}]}, "needs 'transforms' (a pipeline) or 'simplify'"),
+    ({"models": [{"model": "a.onnx", "simplify": {"nope": 1}}]}, "unknown simplify option(s) 'nope'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "check": -1}]}, "'check' must be a whole number"),
+    ({"models": [{"simplify": True}]}, "model 1: needs 'model'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "output": "x.onnx"},
+                 {"model": "d/a.onnx", "simplify": True, "output": "y.onnx"}]}, "'a.onnx' appear twice"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "output": "x.onnx"},
+                 {"model": "b.onnx", "simplify": True, "output": "x.onnx"}]}, "two jobs write"),
+    ({"models": [{"model": "a.onnx", "simplify": True}]}, "needs 'output', or an output folder"),
+    (42, "expected a list of models or an object"),
+])
+def test_bad_manifests_are_one_line_errors(tmp_path: Path, data: object, message: str) -> None:
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(data, base=tmp_path, where="zoo.json")
+    assert message in str(info.value)
+    assert str(info.value).startswith("zoo.json")
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_and_invalid_manifest_files(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match="cannot read the manifest"):
+        jobs_from_manifest(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ManifestError, match=r"bad\.json is not valid JSON"):
+        jobs_from_manifest(bad)
+
+
+def test_a_folder_gives_one_job_per_model_file_in_name_order(tmp_path: Path) -> None:
+    src = tmp_path / "models"
+    src.mkdir()
+    for name in ("b.tflite", "a.onnx", "c.pb", "notes.txt"):
+        (src / name).write_bytes(b"")
+    (src / "sub").mkdir()
+    jobs = jobs_from_folder(src, tmp_path / "out", transforms="strip_unused_nodes", check=1)
+    assert [(j.name, j.output, j.transforms, j.check) for j in jobs] == [
+        (n, str(tmp_path / "out" / n), "strip_unused_nodes", 1) for n in ("a.onnx", "b.tflite", "c.pb")]
+    with pytest.raises(ManifestError, match="is the input folder"):
+        jobs_from_folder(src, src, simplify={})
+    with pytest.raises(ManifestError, match="no model files"):
+        jobs_from_folder(src / "sub", tmp_path / "out", simplify={})
