@@ -99,3 +99,26 @@ def test_equal_is_decided_only_when_it_is_for_every_size() -> None:
     lattice, v, _, _ = _lattice(nodes, [vi("x", F, ["B", 1])], inits)
     assert lattice.elems(v["neg"]) == [False, False]  # a size is never negative
     assert lattice.elems(v["is1"]) is None  # B may be 1 or not
+
+
+def test_conv_and_pool_dims_are_expressions_of_the_input() -> None:
+    """Conv k3/s2/p1 and Conv k1/s2/p0 of x[1, 3, H, W] both give (H - 1) // 2 + 1 (one expression, where ONNX
+    names two unknowns); MaxPool k2/s2 of a same-padded conv gives (W - 2) // 2 + 1; onnxruntime agrees at
+    every size tried (the Add of the two convs runs, and the sizes are the formula's)."""
+    rng = np.random.default_rng(0)
+    nodes = [mk("Conv", ["x", "w3"], ["a"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+             mk("Conv", ["x", "w1"], ["b"], kernel_shape=[1, 1], strides=[2, 2]),
+             mk("Add", ["a", "b"], ["ab"]),
+             mk("Conv", ["x", "w3"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             mk("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]), mk("Relu", ["ab"], ["y"])]
+    inits = [init("w3", rng.standard_normal([4, 3, 3, 3]).astype(np.float32)),
+             init("w1", rng.standard_normal([4, 3, 1, 1]).astype(np.float32))]
+    lattice, v, _, p = _lattice(nodes, [vi("x", F, [1, 3, "H", "W"])], inits)
+    h, w = Expr.atom("H"), Expr.atom("W")
+    half = [add(div(add(d, -1), 2), 1) for d in (h, w)]
+    assert lattice.shape(v["a"]) == [1, 4, *half] == lattice.shape(v["b"]) == lattice.shape(v["ab"])
+    assert lattice.shape(v["c"]) == [1, 4, h, w]
+    assert lattice.shape(v["p"]) == [1, 4, *(add(div(add(d, -2), 2), 1) for d in (h, w))]
+    for hh, ww in ((5, 8), (2, 3), (9, 1)):
+        (y,) = run(p.SerializeToString(), feeds_for(p, dims={"H": hh, "W": ww}))
+        assert y.shape == (1, 4, (hh - 1) // 2 + 1, (ww - 1) // 2 + 1)

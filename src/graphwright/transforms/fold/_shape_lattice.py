@@ -602,6 +602,11 @@ class Lattice:
             return [first[:axis] + idx + first[axis + 1:]]
         if op == "Slice" and first is not None and len(ins) >= 3:
             return [self._slice_shape(node, first)]
+        if op in ("Conv", "MaxPool", "AveragePool", "LpPool") and first is not None and len(first) >= 3:
+            out = self._window_shape(node, first)
+            return [out, out]
+        if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool") and first is not None and len(first) >= 3:
+            return [first[:2] + [1] * (len(first) - 2)]
         if op == "Flatten" and first is not None:
             axis = _norm_axis(int(node.attr("axis", 1)), len(first) + 1)
             if axis is None:
@@ -609,6 +614,36 @@ class Lattice:
             return [[product(first[:axis]), product(first[axis:])]]
         return None
 
+
+    def _window_shape(self, node: Node, first: list[Elem]) -> list[Elem] | None:
+        """Conv/pool output dims with explicit pads: ``(d + pads - dilation*(k-1) - 1) // stride + 1``
+        (floor and ONNX's truncating Div agree: the numerator of a conv that runs is >= 0)."""
+        auto_pad = node.attr("auto_pad", "NOTSET")
+        if auto_pad not in ("NOTSET", b"NOTSET") or node.attr("ceil_mode", 0):
+            return None
+        spatial = len(first) - 2
+        if node.op == "Conv":
+            weight = self.shape(node.inputs[1]) if len(node.inputs) > 1 else None
+            if weight is None or len(weight) != len(first):
+                return None
+            kernel, channels = list(node.attr("kernel_shape") or weight[2:]), weight[0]
+        else:
+            kernel, channels = list(node.attr("kernel_shape") or ()), first[1]
+        pads = list(node.attr("pads") or [0] * (2 * spatial))
+        strides = list(node.attr("strides") or [1] * spatial)
+        dilations = list(node.attr("dilations") or [1] * spatial)
+        if not len(kernel) == len(strides) == len(dilations) == spatial or len(pads) != 2 * spatial \
+                or not all(is_int(k) for k in kernel):
+            return None
+        out = [first[0], channels]
+        for i in range(spatial):
+            numerator = add(first[2 + i], int(pads[i]) + int(pads[i + spatial])
+                            - int(dilations[i]) * (int(kernel[i]) - 1) - 1)
+            quotient = div(numerator, int(strides[i]))
+            if quotient is None:
+                return None
+            out.append(add(quotient, 1))
+        return out
 
     def _slice_shape(self, node: Node, first: list[Elem]) -> list[Elem] | None:
         """Slice's output dims: untouched axes copied; a sliced one where decidable (else unknown)."""
