@@ -285,7 +285,7 @@ class Provenance:
         self._before: set[Node] = set()
         self._order: list[Node] = []
         self._inputs: dict[Node, tuple[Value | None, ...]] = {}
-        self._consts: dict[Value, object] = {}
+        self._consts: dict[Value, int] = {}
         self._nested = True  # the model may have nested graphs (found out at the first step)
         self._new: dict[Node, str] = {}  # node made by the engine in this step -> rule
         self._gone: dict[Node, tuple[str, list[str]]] = {}  # removed by the engine -> (rule, into)
@@ -307,9 +307,10 @@ class Provenance:
         # inputs as they were (immutable tuples: O(1) each): a removed node loses its edges, a
         # rewritten one gets other inputs
         self._inputs = {node: node.inputs for node in nodes}
-        # the constants' data as it was: a rule may rewrite a weight in place
-        self._consts = {v: v.const for g in graphs for v in g.initializers}
-        self._consts.update((n.outputs[0], n.attrs.get("value")) for n in nodes if n.op in _CONST_OPS and n.outputs)
+        # which tensor each constant held (by id: a reference would keep a replaced weight alive
+        # until the step ends, a second copy at the peak): a rule may rewrite a weight in place
+        self._consts = {v: id(v.const) for g in graphs for v in g.initializers}
+        self._consts.update((n.outputs[0], id(n.attrs.get("value"))) for n in nodes if n.op in _CONST_OPS and n.outputs)
         # first output names as they were: a folder may rename a value and give its name to a constant
         self._out0 = {node: node.outputs[0].name for node in nodes if node.outputs}
         self._bypassed = []
@@ -449,7 +450,7 @@ class Provenance:
             if v is not None and v in self._consts:
                 now = v.const if v.const is not None else (
                     v.producer.attrs.get("value") if v.producer is not None else None)
-                if now is not self._consts[v]:
+                if id(now) != self._consts[v]:  # the new tensor was made while the old one lived
                     return True
         return False
 
