@@ -106,7 +106,8 @@ def run(args: argparse.Namespace) -> int:
 def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace) -> None:
     console = stdout()
     a, b = diff.a, diff.b
-    table = Table(title=f"{a.path} -> {b.path}", title_justify="left")
+    console.print(f"A: {escape(a.path)}\nB: {escape(b.path)}")
+    table = Table()
     for column in ("", "A", "B", "change"):
         table.add_column(column, justify="left" if not column else "right")
     def delta(x: int | None, y: int | None) -> str:
