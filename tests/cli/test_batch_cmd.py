@@ -1,0 +1,66 @@
+"""``graphwright batch`` as a user runs it: a folder, a manifest, a crash, the summary, bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import onnx
+
+from tests.batch.zoo import conv_bn_model, write_plugin
+
+from .test_cli import assert_one_line_error, gw
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.onnx"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_a_folder_is_simplified_into_the_output_folder_with_a_table(tmp_path: Path) -> None:
+    src = tmp_path / "models"
+    src.mkdir()
+    for i in range(2):
+        onnx.save(conv_bn_model(i), src / f"chain{i}.onnx")
+    before = _digest(src)
+    result = gw("batch", src, "--out", tmp_path / "out", "--simplify", "--check", "1", "--jobs", "2",
+                "--summary", tmp_path / "summary.json")
+    assert result.returncode == 0, result.stderr
+    assert "ok chain0.onnx" in result.stderr and "ok chain1.onnx" in result.stderr  # streamed per model
+    assert "4 -> 2" in result.stdout and "2 model(s): 2 ok" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["chain0.onnx", "chain1.onnx"]
+    assert [n.op_type for n in onnx.load(tmp_path / "out" / "chain1.onnx").graph.node] == ["Conv", "Relu"]
+    assert _digest(src) == before  # inputs untouched
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["totals"]["ok"] == 2 and summary["models"][0]["checks"] == 1
+
+
+def test_a_manifest_with_a_crashing_model_reports_it_and_exits_1(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path)
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({"output_dir": "out", "models": [
+        {"model": str(EXAMPLE), "simplify": True},
+        {"model": str(EXAMPLE), "name": "boom", "transforms": "test_exit(code=5)", "output": "boom.onnx"},
+    ]}))
+    result = gw("batch", manifest, "--json", "--plugin", plugin, "--retries", "1")
+    assert result.returncode == 1, result.stderr
+    summary = json.loads(result.stdout)
+    rows = {row["name"]: row for row in summary["models"]}
+    assert rows["small_cnn.onnx"]["status"] == "ok" and rows["small_cnn.onnx"]["nodes_after"] == 15
+    assert (rows["boom"]["status"], rows["boom"]["attempts"], rows["boom"]["error"]) == (
+        "crashed", 2, "worker process exited with code 5 before reporting a result")
+    assert summary["totals"] == {"models": 2, "ok": 1, "failed": 0, "error": 0, "crashed": 1, "timeout": 0}
+    assert (tmp_path / "out" / "small_cnn.onnx").exists() and not (tmp_path / "out" / "boom.onnx").exists()
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    assert_one_line_error(gw("batch", tmp_path / "nothing"), "no such folder or manifest")
+    assert_one_line_error(gw("batch", tmp_path, "--simplify"), "needs --out DIR")
+    assert_one_line_error(gw("batch", tmp_path, "--out", tmp_path / "o"), "needs --transforms")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"models": [{"model": "a.onnx", "simplify": True, "oops": 1}]}))
+    assert_one_line_error(gw("batch", bad, "--out", tmp_path / "o"), "unknown key(s) 'oops'")
+    assert_one_line_error(gw("batch", bad, "--jobs", "0"), "--jobs needs at least 1")
+    assert not (tmp_path / "o").exists()
