@@ -22,8 +22,8 @@ DIMS = ({"batch": 2, "seq": 5}, {"batch": 3, "seq": 4})
 
 
 def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object, ...] = ("batch", 1, "seq", "seq"),
-          k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int = -1,
-          t5: bool = False, packed: bool = False, flat_merge: bool = False) -> onnx.ModelProto:
+          k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int | None = -1,
+          t5: bool = False, packed: bool = False, flat_merge: bool = False, opset: int = 17) -> onnx.ModelProto:
     """BERT's self-attention as exported: the split's target from Shape(x) (dynamic) or a constant.
     ``t5``: T5's form instead: no projection biases, no scaling, a position bias (1, N, S, S) then the mask.
     ``packed``: GPT-2's: one (H, 3H) projection cut by a Split; ``flat_merge``: the heads merge into
@@ -64,11 +64,12 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
     if masked:
         nodes.append(node("Add", ["scaled", "mask"], ["scores"]))
         inputs.append(vi("mask", list(mask_shape)))
-    nodes += [node("Softmax", ["scores" if masked else "scaled"], ["p"], axis=softmax_axis), node("MatMul", ["p", "tv"], ["ctx"]),
+    softmax_attrs = {} if softmax_axis is None else {"axis": softmax_axis}
+    nodes += [node("Softmax", ["scores" if masked else "scaled"], ["p"], **softmax_attrs), node("MatMul", ["p", "tv"], ["ctx"]),
               node("Transpose", ["ctx"], ["tctx"], perm=[0, 2, 1, 3]),
               node("Reshape", ["tctx", "flat" if flat_merge else "merged"], ["y"])]
     inits.append(init("flat", np.array([-1, H], np.int64)))
-    return build(nodes, inputs, [vi("y", [None, H] if flat_merge else ["batch", "seq", H])], inits)
+    return build(nodes, inputs, [vi("y", [None, H] if flat_merge else ["batch", "seq", H])], inits, opset=opset)
 
 
 def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, TransformResult]:
@@ -114,6 +115,7 @@ def test_self_attention_becomes_one_attention(kwargs: dict[str, Any]) -> None:
 REFUSALS = {
     "mask_not_per_query": ({"mask_shape": ("batch", 1, 1, "seq")}, "is not (B or 1, N or 1, S, S)"),
     "softmax_over_queries": ({"softmax_axis": 2}, "Softmax over axis 2"),
+    "softmax_default_axis_before_opset13": ({"softmax_axis": None, "opset": 12}, "Softmax over axis 1"),
 }
 
 

@@ -49,6 +49,7 @@ import numpy as np
 
 from ...ir import Attr, Model, Node, Value
 from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip, why_not_closed
+from .._onnx import opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
@@ -58,6 +59,8 @@ from ._shape_probe_onnx import ShapeProbe
 __all__ = ["fuse_attention"]
 
 _HEADS_FIRST = [0, 2, 1, 3]
+#: From opset 13 Softmax's axis defaults to -1; before, to 1.
+SOFTMAX_LAST_AXIS_OPSET = 13
 _KEY_TRANSPOSED = [0, 2, 3, 1]
 
 
@@ -133,6 +136,7 @@ def _node(m: Match, name: str) -> Node:
 
 
 def _rule(model: Model, probe: ShapeProbe):
+    version = opset_version(model)
     summed: dict[tuple[int, int], Value] = {}  # one M0 + M1 per pair of masks, shared by the layers reading it
 
     def rule(m: Match) -> Replacement | Skip:
@@ -162,7 +166,8 @@ def _rule(model: Model, probe: ShapeProbe):
         hidden = weights[0].shape[1]
         if any(b.dtype != np.float32 or b.shape != (hidden,) for b in biases):
             return m.skip(f"the biases are not float32 vectors of size {hidden}: {[b.shape for b in biases]}")
-        axis = int(_node(m, "softmax").attr("axis", -1))
+        # before opset 13 Softmax's axis defaults to 1 (and flattens from it): only an explicit last axis is ours
+        axis = int(_node(m, "softmax").attr("axis", -1 if version >= SOFTMAX_LAST_AXIS_OPSET else 1))
         if axis not in (-1, 3):
             return m.skip(f"Softmax over axis {axis}, not the last")
         scale = 1.0
