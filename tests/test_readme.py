@@ -46,9 +46,9 @@ def test_main_job_runs_as_written(scratch: Path) -> None:
     assert main.startswith("pip install -e . && ")
     out = _run(main.removeprefix("pip install -e . && "), scratch)
     deployed, simplified = gw.load(scratch / "small_cnn_deploy.pb"), gw.load(scratch / "small_cnn_sim.onnx")
-    assert "110 nodes" in README and "to 22" in README
+    assert "110 nodes" in README and "to 20" in README
     assert len(gw.load(scratch / "examples" / "small_cnn.pb").graph) == 110
-    assert len(deployed.graph) == 22
+    assert len(deployed.graph) == 20
     assert len(simplified.graph) < len(gw.load(scratch / "examples" / "small_cnn.onnx").graph)
     assert "every output within tolerance" in out
 

@@ -215,3 +215,27 @@ def test_step_progress_counts_simplify_steps_on_a_terminal_only(tmp_path: Path) 
     assert re.search(r"simplify: step [1-9][0-9]* [a-z_]+ \((?:1[0-9]|20) nodes\)", shown)
     piped = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "" and piped.stdout == ""
+
+
+def test_transform_and_simplify_write_the_sidecar_diff_reads(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """``--provenance`` on the two commands that rewrite: the sidecar lands beside the output, names
+    only nodes of the input file, and makes ``diff`` exact; without the flag nothing is written."""
+    deploy, plain = tmp_path / "deploy.pb", tmp_path / "plain.pb"
+    pipeline = ["--outputs", "Identity", "--transforms", "optimize_for_deployment fuse_remapper", "--quiet"]
+    assert main(["transform", str(EXAMPLES / "small_cnn.pb"), str(deploy), *pipeline, "--provenance"]) == 0
+    assert main(["transform", str(EXAMPLES / "small_cnn.pb"), str(plain), *pipeline]) == 0
+    assert (tmp_path / "deploy.pb.provenance.json").is_file()
+    assert not (tmp_path / "plain.pb.provenance.json").exists()
+    sidecar = json.loads((tmp_path / "deploy.pb.provenance.json").read_text())
+    originals = {n.name for n in graph_pb2.GraphDef.FromString((EXAMPLES / "small_cnn.pb").read_bytes()).node}
+    named = {o for entry in sidecar["nodes"].values() for o in entry["from"]} | set(sidecar["removed"])
+    assert named and named <= originals and set(sidecar["original_ops"]) == originals
+    capsys.readouterr()
+    assert _json(capsys, str(EXAMPLES / "small_cnn.pb"), str(deploy))["matched_by"] == "provenance"
+    assert _json(capsys, str(EXAMPLES / "small_cnn.pb"), str(plain))["matched_by"] == "structure"
+
+    sim = tmp_path / "sim.onnx"
+    assert main(["simplify", str(EXAMPLES / "small_cnn.onnx"), str(sim), "--quiet", "--provenance"]) == 0
+    assert (tmp_path / "sim.onnx.provenance.json").is_file()
+    assert _json(capsys, str(EXAMPLES / "small_cnn.onnx"), str(sim))["matched_by"] == "provenance"

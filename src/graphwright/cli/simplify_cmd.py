@@ -18,6 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..diff import write_provenance
 from ..errors import TransformError
 from ..formats.files import same_file
 from ..runtime import input_specs
@@ -25,7 +26,7 @@ from ..simplify import SimplifyReport, parse_input_shapes, parse_size, simplify
 from ..simplify.options import skippable_names
 from ..transforms.fold.onnx_fold_constants import DEFAULT_SIZE_LIMIT
 from ..verify import render_compare
-from ._console import human_bytes, print_refusals, stdout
+from ._console import human_bytes, print_refusals, stdout, step_progress
 
 __all__ = ["add_parser", "run"]
 
@@ -72,6 +73,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--verbose", "-v", action="store_true",
                    help="list every match a pass left alone, with its reason (default: the most common reasons)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--provenance", action="store_true",
+                   help="also write OUT.provenance.json: the original nodes each node replaced (read by graphwright diff)")
     p.set_defaults(run=run)
 
 
@@ -93,22 +96,23 @@ def run(args: argparse.Namespace) -> int:
     shapes = None
     if args.input_shapes:
         shapes = parse_input_shapes(args.input_shapes, [s.name for s in input_specs(args.input)])
-    model, report = simplify(
-        args.input,
-        overwrite_input_shapes=shapes,
-        skip_optimizations=skips,
-        skip_all_optimizations=skip_all,
-        skip_constant_folding=args.skip_constant_folding,
-        skip_shape_inference=args.skip_shape_inference,
-        size_limit=_size_limit(args),
-        fold_budget=args.fold_budget,
-        max_iterations=args.max_iterations,
-        check_n=args.check,
-        rtol=args.rtol,
-        atol=args.atol,
-        target=args.target,
-        inline_functions=args.inline_functions,
-    )
+    with step_progress("simplify", quiet=args.quiet or args.json):  # drawn on a terminal only
+        model, report = simplify(
+            args.input,
+            overwrite_input_shapes=shapes,
+            skip_optimizations=skips,
+            skip_all_optimizations=skip_all,
+            skip_constant_folding=args.skip_constant_folding,
+            skip_shape_inference=args.skip_shape_inference,
+            size_limit=_size_limit(args),
+            fold_budget=args.fold_budget,
+            max_iterations=args.max_iterations,
+            check_n=args.check,
+            rtol=args.rtol,
+            atol=args.atol,
+            target=args.target,
+            inline_functions=args.inline_functions,
+        )
     console = stdout()
     if report.checks and not report.check_ok:
         failed = next(c for c in report.checks if not c.ok)
@@ -124,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
 
     onnx_format.save(model, args.output, external_data=True if args.save_as_external_data else None)
     report.after.file_bytes = os.path.getsize(args.output)
+    if args.provenance:
+        write_provenance(model, args.output, source=args.input)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     elif not args.quiet:

@@ -8,14 +8,14 @@ import os
 import time
 from typing import Any
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import formats
+from ..diff import write_provenance
 from ..errors import TransformError
 from ..formats.files import same_file
 from ..transforms import PipelineReport, run_pipeline
-from ._console import human_bytes, print_refusals, stderr, stdout
+from ._console import human_bytes, print_refusals, progress_bar, stdout
 
 
 def add_parser(sub: Any) -> None:
@@ -35,6 +35,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--verbose", "-v", action="store_true",
                    help="list every match a step left alone, with its reason (default: the most common reasons)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--provenance", action="store_true",
+                   help="also write OUTPUT.provenance.json: the original nodes each node replaced (read by graphwright diff)")
     p.set_defaults(run=run)
 
 
@@ -53,9 +55,7 @@ def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     model = formats.load(src)
     nodes_before = len(model.graph)
-    err = stderr()  # progress only on a terminal: nothing at all on stderr otherwise
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=err, transient=True, disable=args.quiet or args.json or not err.is_terminal) as progress:
+    with progress_bar(quiet=args.quiet or args.json) as progress:  # drawn on a terminal only
         task = progress.add_task("transforming", total=None)
 
         def on_step(i: int, total: int, text: str) -> None:
@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         report = run_pipeline(model, args.transforms, inputs=_names(args.inputs),
                               outputs=_names(args.outputs), on_step=on_step)
     formats.save(model, dst)
+    if args.provenance:
+        write_provenance(model, dst, source=src)
     seconds = time.perf_counter() - start
     if args.json:
         print(json.dumps(report_dict(report, src, dst, nodes_before, len(model.graph), seconds), indent=2))
