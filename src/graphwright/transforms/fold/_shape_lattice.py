@@ -14,8 +14,8 @@ shape (:meth:`Lattice.shape`: a list of elements, rank known) and, for small int
 of rank 0 or 1, their contents (:meth:`Lattice.elems`).  Shapes start from what ONNX's shape
 inference wrote on the values; a dim ONNX left unknown (or named with a generated ``unk__N``)
 is refined by the lattice's own rules for the shape-making operators (Reshape with 0/-1,
-Expand, ConstantOfShape, Range, Transpose, Unsqueeze/Squeeze, Concat, elementwise
-broadcasting, MatMul/Gemm, the recurrent layers).  Contents follow Shape (start/end), Size,
+Expand, ConstantOfShape, Range, Transpose, Unsqueeze/Squeeze, Concat, Slice, Gather,
+Flatten, elementwise broadcasting, MatMul/Gemm, Conv and pools, the recurrent layers).  Contents follow Shape (start/end), Size,
 Gather/Slice/Concat/Unsqueeze/Squeeze/Reshape/Identity/Cast, Add/Sub/Mul/Div/Mod, Neg,
 Max/Min where decidable, Equal/Where where decidable, ConstantOfShape and Range of known
 sizes.  Everything is O(N + E) with shape-sized vectors (at most :data:`MAX_LEN` elements).
@@ -307,6 +307,10 @@ class Lattice:
             self.scalar.add(value)
         self._elems[value] = ints  # (constants do not change during a walk)
         return ints
+
+    def computed(self, value: Value) -> list[Elem] | None:
+        """The contents the walk derived for a node's output (None for constants and the unknown)."""
+        return self._elems.get(value) if value.producer is not None and value.producer.op != "Constant" else None
 
     def is_scalar(self, value: Value) -> bool:
         if value in self.scalar:

@@ -151,7 +151,7 @@ class _Folder:
 
     def _vector(self, graph: Graph, node: Node) -> None:
         out = node.output
-        elems = self.lattice._elems.get(out)
+        elems = self.lattice.computed(out)
         if elems is None or out.dtype not in _INT_DTYPES:
             return
         rank = self._rank(out)
