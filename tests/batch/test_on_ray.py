@@ -1,14 +1,29 @@
 """``run_ray`` against ``run_local`` on the same 20 models plus a crashing one: byte-identical outputs,
-equal summaries except the times, the crash reported the same way.  One local Ray cluster
-(2 CPUs) for the module."""
+equal summaries except the times, the crash reported the same way; calibration sharded over two
+Ray workers against one TensorFlow run.  One local Ray cluster (2 CPUs) for the module."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from graphwright.batch import Job, jobs_from_folder, run_local, run_ray, summary_dict
+from graphwright.batch import (
+    Job,
+    calibrate_sharded,
+    jobs_from_folder,
+    merge_records,
+    min_max,
+    run_local,
+    run_ray,
+    shard_bounds,
+    summary_dict,
+)
+from graphwright.calibrate import calibrate, random_samples
+from graphwright.transforms.quantize.freeze_requantization_ranges import parse_min_max_log
+from tests.calibrate.test_run import SPEC, _prepare
+from tests.transforms.quantize._helpers import EXAMPLE_OUTPUTS, ours
 
 from .zoo import make_zoo, write_plugin
 
@@ -66,3 +81,37 @@ def test_ray_and_local_give_identical_results(cluster, tmp_path: Path) -> None:
     assert len(chains) == 17 and all((r.nodes_before, r.nodes_after) == (4, 2) for r in chains)
     verified = [r for r in on_ray if r.checks]
     assert len(verified) >= 5 and all(r.max_abs_error is not None and r.max_abs_error < 1e-4 for r in verified)
+
+
+@pytest.mark.tf
+def test_calibration_sharded_over_two_ray_workers_gives_the_single_process_ranges(cluster, tmp_path: Path) -> None:
+    quantized, logged = _prepare(tmp_path)
+    samples = random_samples([SPEC], 8, 3)
+    single, sharded = tmp_path / "single.log", tmp_path / "sharded.log"
+    calibrate(logged, single, samples, outputs=["Identity"])
+    report = calibrate_sharded(logged, sharded, samples, shards=2, outputs=["Identity"], use_ray=True)
+    assert (report.samples, report.log_lines, len(report.nodes_logged)) == (8, 160, 20)
+    one, _ = parse_min_max_log(single)
+    merged, _ = parse_min_max_log(sharded)
+    assert merged == one  # every node's per-sample [min][max], in sample order, bit for bit
+    assert len(one) == 20 and all(len(mins) == len(maxs) == 8 for mins, maxs in one.values())
+    assert min_max(merged) == {node: (float(np.min(lo)), float(np.max(hi))) for node, (lo, hi) in one.items()}
+    frozen = [ours(quantized, f"freeze_requantization_ranges(min_max_log_file={log})", ["input"],
+                   EXAMPLE_OUTPUTS)[0] for log in (single, sharded)]
+    assert frozen[0] == frozen[1]
+
+
+def test_parsed_shard_logs_merge_in_order_and_bounds_cover_the_samples(tmp_path: Path) -> None:
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(2, 5) == [(0, 1), (1, 2)]
+    line = "I x] ;{}__print__;__requant_min_max:[{}][{}]"
+    rows = [line.format(node, -s - i, s + 2 * i) for s in range(6) for i, node in enumerate(("a", "b"))]
+    paths = []
+    for k, (start, stop) in enumerate(shard_bounds(6, 2)):
+        paths.append(tmp_path / f"part{k}.log")
+        paths[-1].write_text("\n".join(rows[2 * start:2 * stop]) + "\n")
+    (tmp_path / "all.log").write_text("\n".join(rows) + "\n")
+    merged = merge_records([parse_min_max_log(p)[0] for p in paths])
+    assert merged == parse_min_max_log(tmp_path / "all.log")[0]
+    assert merged["b"] == ([-1.0, -2.0, -3.0, -4.0, -5.0, -6.0], [2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    assert min_max(merged) == {"a": (-5.0, 5.0), "b": (-6.0, 7.0)}
