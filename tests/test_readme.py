@@ -4,6 +4,7 @@ installed ``graphwright`` (the ``pip install -e .`` step is what the test run al
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -42,7 +43,7 @@ def scratch(tmp_path: Path) -> Path:
 
 
 def test_main_job_runs_as_written(scratch: Path) -> None:
-    (main,) = [b for b in _blocks() if "graphwright transform examples/small_cnn.pb" in b]
+    (main,) = [b for b in _blocks() if b.startswith("pip install -e . && ")]
     assert main.startswith("pip install -e . && ")
     out = _run(main.removeprefix("pip install -e . && "), scratch)
     deployed, simplified = gw.load(scratch / "small_cnn_deploy.pb"), gw.load(scratch / "small_cnn_sim.onnx")
@@ -60,3 +61,17 @@ def test_tflite_walkthrough_runs_as_written(scratch: Path) -> None:
     assert (scratch / "small_cnn_weights" / "manifest.json").is_file()
     assert len(list((scratch / "trace").glob("*.npy"))) == 11  # the input and 10 operator outputs
     assert "all 10 layers agree with litert-ref (tolerance 0)" in " ".join(out.split())
+
+
+def test_diff_walkthrough_runs_as_written(scratch: Path) -> None:
+    """The 'Seeing what changed' block: the sidecar is written and the report says what the README says."""
+    (block,) = [b for b in _blocks() if "graphwright diff examples/small_cnn.pb" in b]
+    _run(block, scratch)
+    sidecar = scratch / "small_cnn_deploy.pb.provenance.json"
+    assert sidecar.is_file() and (ROOT / "docs" / "img" / "diff_report.png").is_file()
+    report = (scratch / "report.html").read_text()
+    assert "small_cnn_deploy.pb.provenance.json" in report and "_FusedConv2D" in report
+    assert "5 fusions" in README and "26 removals" in README
+    out = _run("graphwright diff examples/small_cnn.pb small_cnn_deploy.pb --json", scratch)
+    counts = json.loads(out)["counts"]
+    assert counts == {"fused": 5, "removed": 26}
