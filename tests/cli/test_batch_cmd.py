@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import onnx
+import pytest
 
 from tests.batch.zoo import conv_bn_model, write_plugin
 
@@ -64,3 +65,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert_one_line_error(gw("batch", bad, "--out", tmp_path / "o"), "unknown key(s) 'oops'")
     assert_one_line_error(gw("batch", bad, "--jobs", "0"), "--jobs needs at least 1")
     assert not (tmp_path / "o").exists()
+
+
+def test_ray_gives_the_local_summary_and_outputs(tmp_path: Path) -> None:
+    pytest.importorskip("ray", reason="the [ray] extra is not installed")
+    src = tmp_path / "models"
+    src.mkdir()
+    for i in range(3):
+        onnx.save(conv_bn_model(i), src / f"chain{i}.onnx")
+    runs = {}
+    for name, extra in (("local", ["--jobs", "2"]), ("ray", ["--ray", "--jobs", "2"])):
+        result = gw("batch", src, "--out", tmp_path / name, "--simplify", "--check", "1", "--json", *extra)
+        assert result.returncode == 0, result.stderr
+        runs[name] = json.loads(result.stdout)
+        for row in runs[name]["models"]:
+            row["seconds"] = None
+            row["output"] = Path(row["output"]).name
+    assert runs["local"] == runs["ray"]
+    assert runs["ray"]["totals"]["ok"] == 3
+    assert _digest(tmp_path / "local") == _digest(tmp_path / "ray")
