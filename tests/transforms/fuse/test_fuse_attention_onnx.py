@@ -23,11 +23,13 @@ DIMS = ({"batch": 2, "seq": 5}, {"batch": 3, "seq": 4})
 
 def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object, ...] = ("batch", 1, "seq", "seq"),
           k_heads: tuple[int, int] = (N, D), computed_split: bool = True, softmax_axis: int | None = -1,
-          t5: bool = False, packed: bool = False, flat_merge: bool = False, opset: int = 17) -> onnx.ModelProto:
+          t5: bool = False, packed: bool = False, flat_merge: bool = False, opset: int = 17,
+          cross: bool = False) -> onnx.ModelProto:
     """BERT's self-attention as exported: the split's target from Shape(x) (dynamic) or a constant.
     ``t5``: T5's form instead: no projection biases, no scaling, a position bias (1, N, S, S) then the mask.
     ``packed``: GPT-2's: one (H, 3H) projection cut by a Split; ``flat_merge``: the heads merge into
-    (B·S, H) for a 2-D product after it (GPT-2's c_proj)."""
+    (B·S, H) for a 2-D product after it (GPT-2's c_proj); ``cross``: k and v from another input,
+    ``enc`` (batch, enc, H), as a decoder's cross-attention reads the encoder's output."""
     rng = np.random.default_rng(7)
     inits = [init("heads", np.array([N, D], np.int64)), init("k_heads", np.array(k_heads, np.int64)),
              init("merged", np.array([0, 0, H], np.int64)), init("zero", np.array([0], np.int64)),
@@ -47,7 +49,8 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
             inits = inits[:-2]
         target = ("ksplit" if t == "k" else "split") if computed_split else "const_split"
         if not packed:
-            nodes += [node("MatMul", ["x", f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"])]
+            source = "enc" if cross and t != "q" else "x"
+            nodes += [node("MatMul", [source, f"w{t}"], [f"mm{t}"]), node("Add", [f"b{t}", f"mm{t}"], [f"p{t}"])]
         if t5:
             nodes[-1] = node("Identity", [f"mm{t}"], [f"p{t}"])  # folded away below: no bias
         nodes += [node("Reshape", [f"p{t}", target], [f"r{t}"]),
@@ -55,7 +58,7 @@ def block(*, masked: bool = True, divide: bool = True, mask_shape: tuple[object,
     if not computed_split:
         inits.append(init("const_split", np.array([0, 0, N, D], np.int64)))
     nodes += [node("MatMul", ["tq", "tk"], ["qk"])]
-    inputs = [vi("x", ["batch", "seq", H])]
+    inputs = [vi("x", ["batch", "seq", H])] + ([vi("enc", ["batch", "enc", H])] if cross else [])
     if t5:
         nodes.append(node("Add", ["qk", "pos"], ["scaled"]))
         inputs.append(vi("pos", [1, N, "seq", "seq"]))
@@ -85,7 +88,8 @@ def fuse(proto: onnx.ModelProto, **params: Any) -> tuple[onnx.ModelProto, Transf
 
 FORMS = {"masked_div": {}, "masked_mul": {"divide": False}, "unmasked": {"masked": False}, "t5": {"t5": True},
          "constant_split": {"computed_split": False}, "mask_broadcast_batch": {"mask_shape": (1, 1, "seq", "seq")},
-         "packed_gpt2": {"packed": True, "divide": False, "flat_merge": True}}
+         "packed_gpt2": {"packed": True, "divide": False, "flat_merge": True},
+         "cross": {"cross": True, "computed_split": False, "mask_shape": ("batch", 1, "seq", "enc")}}
 
 
 @pytest.mark.parametrize("kwargs", FORMS.values(), ids=FORMS.keys())
@@ -94,6 +98,11 @@ def test_self_attention_becomes_one_attention(kwargs: dict[str, Any]) -> None:
     after, result = fuse(before, target="onnxruntime")
     assert result.stats["fused"] == 1, result.notes
     counts = ops(after)
+    if kwargs.get("cross"):  # k, v from another tensor: the projections stay, MultiHeadAttention takes them
+        assert counts["com.microsoft::MultiHeadAttention"] == 1 and counts["MatMul"] == 3
+        for dims in ({"batch": 2, "seq": 5, "enc": 3}, {"batch": 3, "seq": 4, "enc": 6}):
+            assert_same(before, after, dims=dims, seed=1)
+        return
     assert counts["com.microsoft::Attention"] == 1
     assert not any(counts[op] for op in ("Softmax", "MatMul", "Transpose", "Div", "Mul", "Split"))
     assert counts["Reshape"] == (1 if kwargs.get("flat_merge") else 0)  # a flattening merge stays, after Attention

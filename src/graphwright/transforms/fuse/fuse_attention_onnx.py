@@ -37,7 +37,13 @@ width; q, k, v not the three outputs of one ``Split`` of the last axis; a head s
 other than the above, or ``N``/``d`` differing between q, k and v; a Softmax over another
 axis; a scale that is not a positive one-element constant; a mask of another shape; an
 intermediate read outside the pattern or being a graph output; a model the shape probe cannot
-run (its reason).  Cross-attention (k and v from another tensor: T5's decoder) doesn't match.
+run (its reason).
+
+Cross-attention — k and v projected from another tensor ``e`` (B, L, H_e), as T5's decoder
+reads its encoder's output — becomes ``com.microsoft::MultiHeadAttention(x·Wq, e·Wk, e·Wv,
+[bq | bk | bv], , M; num_heads, scale)``: the three projections stay, the rest of the chain is
+the same maths, checked the same way with (B, L, N, d) for k and v and ``M`` broadcasting to
+(B or 1, N or 1, S, L).
 
 Cost: one sweep, O(N), plus the shape probe's two onnxruntime runs when a candidate exists;
 O(H_in·H) per fusion to pack the weights.
@@ -82,13 +88,16 @@ def _packed_projection(biased: bool) -> Pattern:
     return std_op("Add", mm, CONST(name="b"), commutative=True, name="add") if biased else mm
 
 
-def _attention(biased: bool, scaling: str, masks: int, packed: bool) -> Pattern:
+def _attention(biased: bool, scaling: str, masks: int, packed: bool, cross: bool = False) -> Pattern:
     """One form: three projections, or one packed projection cut in three by a Split (GPT-2's
     c_attn), with or without biases; scores divided, multiplied or not scaled; zero, one or two
     additive masks (T5 adds its position bias, then the padding mask)."""
     def heads(t: str, perm: list[int]) -> Pattern:
         if packed:
             source: Pattern = P("Split", _packed_projection(biased), ..., name=f"cut{t}", domain="", port="qkv".index(t))
+        elif cross:  # q from the decoder's stream (xq), k and v from the encoder's output (xkv)
+            mm = std_op("MatMul", ANY(name="xq" if t == "q" else "xkv"), CONST(name=f"w{t}"), name=f"mm{t}")
+            source = std_op("Add", mm, CONST(name=f"b{t}"), commutative=True, name=f"add{t}") if biased else mm
         else:
             source = _projection(t, biased)
         return _transpose(std_op("Reshape", source, ANY(name=f"shape{t}"), name=f"split{t}"), f"t{t}", perm)
@@ -108,6 +117,11 @@ _ALL_PATTERNS = [(f"attention{'_packed' if packed else ''}{'_bias' if biased els
                   _attention(biased, scaling, masks, packed))
                  for packed in (False, True) for biased in (True, False) for masks in (2, 1, 0)
                  for scaling in ("div", "mul", "none") if scaling != "none" or masks]
+#: Cross-attention (k, v from another tensor), tried after the self-attention forms.
+_CROSS_PATTERNS = [(f"cross_attention{'_bias' if biased else ''}_{scaling}_{masks}mask",
+                    _attention(biased, scaling, masks, packed=False, cross=True))
+                   for biased in (True, False) for masks in (2, 1, 0) for scaling in ("div", "mul", "none")
+                   if scaling != "none" or masks]
 
 
 def _candidates(model: Model) -> list[Value]:
@@ -266,6 +280,112 @@ def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
     return n, flats.pop(), ""
 
 
+def _cross_rule(model: Model, probe: ShapeProbe):
+    version = opset_version(model)
+    summed: dict[tuple[int, int], Value] = {}
+
+    def rule(m: Match) -> Replacement | Skip:
+        """Cross-attention -> the projections' MatMuls + com.microsoft::MultiHeadAttention."""
+        reason = why_not_closed(m)
+        if reason:
+            return m.skip(reason)
+        weights = [np.asarray(m.array(f"w{t}")) for t in "qkv"]
+        if any(w.dtype != np.float32 or w.ndim != 2 or w.shape[1] != weights[0].shape[1] for w in weights):
+            return m.skip(f"the projections are not 2-D float32 constants of one width: {[w.shape for w in weights]}")
+        hidden = weights[0].shape[1]
+        biases = [np.asarray(m.array(f"b{t}")) if m.get(f"b{t}") is not None else np.zeros(hidden, np.float32)
+                  for t in "qkv"]
+        if any(b.dtype != np.float32 or b.shape != (hidden,) for b in biases):
+            return m.skip(f"the biases are not float32 vectors of size {hidden}: {[b.shape for b in biases]}")
+        axis = int(_node(m, "softmax").attr("axis", -1 if version >= SOFTMAX_LAST_AXIS_OPSET else 1))
+        if axis not in (-1, 3):
+            return m.skip(f"Softmax over axis {axis}, not the last")
+        scale = 1.0
+        if m.get("scale") is not None:
+            c = scalar(m["scale"].value)
+            if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
+                return m.skip("the scale is not a positive one-element float32 constant")
+            scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
+        heads, flat, why = _cross_shapes(m, probe, hidden)
+        if heads is None:
+            return m.skip(why)
+        root = m.node
+        assert root is not None
+        kept = [_node(m, f"mm{t}") for t in "qkv"]  # the projections stay; MultiHeadAttention takes their outputs
+        nodes: list[Node] = list(kept)
+        inputs: list[Value | None] = [n.output for n in kept]
+        inputs.append(m.constant(np.concatenate(biases), name=f"{root.name}_qkv_bias") if m.get("bq") is not None
+                      else None)
+        masks: list[Value] = [m[f"mask{i}"].value for i in range(2) if m.get(f"mask{i}") is not None]  # type: ignore[misc]
+        if len(masks) == 2:
+            key = (id(masks[0]), id(masks[1]))
+            if key not in summed:
+                combined = new_node("Add", masks, _node(m, "masked1"))  # type: ignore[arg-type]
+                combined.output.name, combined.output.shape = f"{root.name}_attention_bias", None
+                nodes.append(combined)
+                summed[key] = combined.output
+            masks = [summed[key]]
+        if masks:
+            inputs += [None, masks[0]]
+        attrs = {"num_heads": Attr.int(heads), "scale": Attr.float(float(scale))}
+        require_ms_domain(model)
+        attention = new_node("MultiHeadAttention", inputs, root, domain=MS_DOMAIN, attrs=attrs)
+        if flat:
+            attention.output.name, attention.output.shape = f"{root.output.name}_attention", None
+            reshape = new_node("Reshape", [attention.output, root.inputs[1]], root, attrs=dict(root.attrs))
+            return Replacement([*nodes, attention, reshape])
+        return Replacement([*nodes, attention])
+
+    return rule
+
+
+def _cross_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None, bool, str]:
+    """(head count, merge flattens) when q splits (B, S, H) and k, v split (B, L, H) into (·, ·, N, d),
+    the merge gives (B, S, H) or (B·S, H), and the mask broadcasts to (B or 1, N or 1, S, L)."""
+    xq, xkv = probe.shapes(m["xq"].value), probe.shapes(m["xkv"].value)  # type: ignore[arg-type]
+    if xq is None or xkv is None:
+        return None, False, f"the runtime shapes of the attention's inputs are unknown ({probe.error or 'not probed'})"
+    heads: set[tuple[int, int]] = set()
+    for t, runs in (("q", xq), ("k", xkv), ("v", xkv)):
+        split = _node(m, f"split{t}")
+        before, after = probe.shapes(split.inputs[0]), probe.shapes(split.output)  # type: ignore[arg-type]
+        if before is None or after is None:
+            return None, False, f"the runtime shapes around {split.name!r} are unknown ({probe.error or 'not probed'})"
+        for b, a, xs in zip(before, after, runs, strict=True):
+            if (len(b) != 3 or len(a) != 4 or b[:2] != xs[:2] or a[:2] != b[:2] or b[2] != hidden
+                    or a[2] * a[3] != hidden):
+                return None, False, f"{split.name!r} takes {b} to {a}, not (B, ·, {hidden}) to (B, ·, N, d)"
+            heads.add((a[2], a[3]))
+    if len(heads) != 1:
+        return None, False, f"q, k and v split into different heads: {sorted(heads)}"
+    ((n, d),) = heads
+    merge = m.node
+    assert merge is not None
+    before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
+    if before is None or after is None:
+        return None, False, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
+    flats = set()
+    for b, a, xs in zip(before, after, xq, strict=True):
+        flats.add(a == (xs[0] * xs[1], n * d))
+        if b != (xs[0], xs[1], n, d) or a not in ((xs[0], xs[1], n * d), (xs[0] * xs[1], n * d)):
+            return None, False, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d) or (B·S, N·d)"
+    if len(flats) != 1 or any(q[0] != k[0] for q, k in zip(xq, xkv, strict=True)):
+        return None, False, "the merge or the batch of q and k/v differ between the two sizes"
+    names = [f"mask{i}" for i in range(2) if m.get(f"mask{i}") is not None]
+    if names:
+        found = [probe.shapes(m[name].value) for name in names]  # type: ignore[arg-type]
+        if any(f is None for f in found):
+            return None, False, f"the runtime shape of the mask is unknown ({probe.error or 'not probed'})"
+        for i, (qs, ks) in enumerate(zip(xq, xkv, strict=True)):
+            parts = [f[i] for f in found]  # type: ignore[index]
+            if any(len(p) != 4 for p in parts):
+                return None, False, f"the mask of shapes {parts} is not 4-D"
+            shape = tuple(int(x) for x in np.broadcast_shapes(*parts))
+            if shape[0] not in (1, qs[0]) or shape[1] not in (1, n) or shape[2:] != (qs[1], ks[1]):
+                return None, False, f"the mask of shape {shape} is not (B or 1, N or 1, S, L) for q {qs} and k/v {ks}"
+    return n, flats.pop(), ""
+
+
 @transform("fuse_attention", dialects={"onnx"})
 def fuse_attention(model: Model, ctx: TransformContext, *, target: str = STANDARD) -> TransformResult:
     """Fuse written-out multi-head self-attention into onnxruntime's com.microsoft::Attention."""
@@ -281,5 +401,8 @@ def fuse_attention(model: Model, ctx: TransformContext, *, target: str = STANDAR
     rule = _rule(model, probe)
     for name, pattern in _ALL_PATTERNS:
         rules.add(pattern, rule, name=name)
+    cross = _cross_rule(model, probe)
+    for name, pattern in _CROSS_PATTERNS:
+        rules.add(pattern, cross, name=name)
     report = apply_rules(model, [rules])
     return result_of(report, stats={**report.by_rule, "fused": report.applied})
