@@ -36,7 +36,9 @@ def import_ray() -> Any:
 
 
 def _task(job: dict[str, Any], retries: int, timeout: float | None, plugins: list[str]) -> dict[str, Any]:
-    return run_isolated(Job.from_dict(job), retries=retries, timeout=timeout, plugins=plugins).to_dict()
+    # A Ray worker's main script imports ray: preloaded, each job's child re-runs it for free.
+    return run_isolated(Job.from_dict(job), retries=retries, timeout=timeout, plugins=plugins,
+                        preload=["ray"]).to_dict()
 
 
 def run_ray(jobs: Sequence[Job], *, address: str | None = None, retries: int = 0, timeout: float | None = None,
