@@ -61,6 +61,8 @@ def test_a_yaml_manifest_reads_like_json(tmp_path: Path) -> None:
     ({"models": [{"model": "a.onnx", "simplify": True, "output": "x.onnx"},
                  {"model": "b.onnx", "simplify": True, "output": "x.onnx"}]}, "two jobs write"),
     ({"models": [{"model": "a.onnx", "simplify": True}]}, "needs 'output', or an output folder"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "output": "b.onnx"},
+                 {"model": "b.onnx", "simplify": True, "output": "c.onnx"}]}, "would write over the model"),
     (42, "expected a list of models or an object"),
 ])
 def test_bad_manifests_are_one_line_errors(tmp_path: Path, data: object, message: str) -> None:

@@ -166,6 +166,11 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
     same = sorted({o for o in outputs if outputs.count(o) > 1})
     if same:
         raise ManifestError(f"{where}: two jobs write {same[0]}; give them different outputs")
+    models = {os.path.abspath(j.model) for j in jobs}
+    clobber = sorted(o for o in outputs if o in models)
+    if clobber:
+        raise ManifestError(f"{where}: a job would write over the model {clobber[0]}, an input of the batch; "
+                            "choose another output")
     return jobs
 
 
