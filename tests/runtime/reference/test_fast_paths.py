@@ -362,3 +362,27 @@ def test_swish_gates_nobody_reads_are_left_out_of_runs() -> None:
         np.testing.assert_array_equal(asked[gate], theirs[gate])
         np.testing.assert_array_equal(interp.trace(f)[gate], theirs[gate])
     np.testing.assert_array_equal(interp.run(feeds[0])[interp.outputs[0]], first[interp.outputs[0]])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jit", [False, True], ids=["numpy", "jit"])
+def test_shape_arithmetic_is_kept_between_runs_while_shapes_stay(jit: bool) -> None:
+    """MobileNetV3's squeeze-and-excite reshapes (SHAPE -> STRIDED_SLICE -> PACK): computed once per
+    input shape by run(), never by trace(); batches 1, 3, 1, 2 on one interpreter give what a fresh
+    interpreter's trace gives, and a tensor of the kept arithmetic asked for is the caller's copy."""
+    info = model("tflite_ops", "mobilenet_v3_small_int8")
+    interp = Interpreter(info.path, jit=jit)
+    static = [interp._main.steps[i][1] for i in interp._main.static]
+    assert {n.op for n in static} >= {"SHAPE", "STRIDED_SLICE", "PACK"}
+    packed = next(n.outputs[0].name for n in static if n.op == "PACK")
+    (spec,) = interp.inputs
+    rng = np.random.default_rng(4)
+    for batch in (1, 3, 1, 2):
+        feeds = {spec.name: rng.integers(-128, 128, (batch, *tuple(spec.shape)[1:])).astype(np.int8)}
+        fresh = Interpreter(info.path, jit=jit).trace(feeds)
+        for _ in range(2):  # the second run reads the kept arithmetic
+            got = interp.run(feeds, outputs=[*interp.outputs, packed])
+            for key, value in got.items():
+                np.testing.assert_array_equal(value, fresh[key], err_msg=f"batch {batch}: {key}")
+            got[packed][...] = 0  # the caller's copy: the next run is not changed by it
+        assert interp._main.frozen

@@ -87,6 +87,10 @@ _KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryEr
 
 #: operators a run may leave out when every reader of their output says it does not read it
 _SKIPPABLE = frozenset({"LOGISTIC", "TANH"})
+#: pure operators whose outputs, given constant or shape-only inputs, are the same on every run
+#: with the same input shapes (see ``_Plan.freeze``)
+_STATIC_OPS = frozenset({"SHAPE", "STRIDED_SLICE", "PACK", "SLICE", "GATHER", "CONCATENATION", "SQUEEZE",
+                         "EXPAND_DIMS", "CAST", "RESHAPE"})
 
 
 def supported_operators() -> list[str]:
@@ -99,10 +103,15 @@ class _Plan:
     non-output intermediates whose last reader it is; the operators' caches; the
     graph's variable tensors, which persist from run to run."""
 
-    __slots__ = ("caches", "graph", "skips", "states", "steps", "warm")
+    __slots__ = ("caches", "frozen", "frozen_shapes", "graph", "skips", "states", "static", "steps", "warm")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
+        #: steps whose outputs depend on the input shapes only (see :meth:`freeze`), and their outputs
+        #: for the input shapes ``frozen_shapes``
+        self.static: frozenset[int] = frozenset()
+        self.frozen: dict[int, list[np.ndarray]] = {}
+        self.frozen_shapes: tuple[object, ...] | None = None
         #: kept tensor names -> the steps a run keeping them leaves out (see :meth:`skipped`)
         self.skips: dict[frozenset[str], frozenset[int]] = {}
         #: a run has completed: the kernels have said which inputs they do not read
@@ -134,6 +143,25 @@ class _Plan:
             fill = int(v.quant.zero_point.reshape(-1)[0]) if v.quant is not None and v.quant.zero_point.size \
                 and v.dtype.value == "int8" else 0
             self.states[v] = np.full(shape, fill, v.dtype.numpy)
+
+    def freeze(self) -> None:
+        """Mark the steps a run may compute once: the shape arithmetic after SHAPE (:data:`_STATIC_OPS`
+        reading only constants and such steps' outputs) — EfficientNet's squeeze-and-excite reshapes
+        (SHAPE, STRIDED_SLICE, PACK) on every block.  Their outputs are kept from run to run while the
+        input shapes stay and every SHAPE gives what it gave before (SHAPEs run every time: a shape
+        may depend on data); a run returns copies of kept tensors it is asked for.  Not graph
+        outputs nor variables; the main graph only (a subgraph's input shapes change from call to
+        call); ``trace`` neither reads nor keeps them."""
+        static: set[int] = set()
+        made: set[Value] = set()
+        for i, (_, node, sources, outputs, _frees) in enumerate(self.steps):
+            if node.op not in _STATIC_OPS or any(v.is_graph_output or v in self.states for v in outputs):
+                continue
+            if node.op != "SHAPE" and any(v is not None and v not in made for v, _const in sources):
+                continue
+            static.add(i)
+            made.update(outputs)
+        self.static = frozenset(static)
 
     def skipped(self, keep: set[str]) -> frozenset[int]:
         """The steps a run keeping ``keep`` need not run: a LOGISTIC or TANH whose output is not
@@ -170,11 +198,18 @@ class _Plan:
         env.update(self.states)  # written in place by the stateful kernels
         caches, clock = self.caches, time.perf_counter
         skip = self.skipped(keep) if keep is not None and self.warm else frozenset()
+        static, frozen = (self.static, self.frozen) if keep is not None else (frozenset(), {})
         node: Node | None = None
         try:
             for i, (fn, node, sources, outputs, frees) in enumerate(self.steps):
                 if skip and i in skip:  # an output no one reads (its readers see None)
                     env[outputs[0]] = None  # type: ignore[assignment]
+                    continue
+                if static and i in frozen and node.op != "SHAPE":  # computed by an earlier run (SHAPEs checked)
+                    for value, array in zip(outputs, frozen[i], strict=False):
+                        env[value] = array
+                        if value.name in keep:  # type: ignore[operator]
+                            kept[value.name] = array.copy()  # the caller's own: the frozen one is reused
                     continue
                 arrays = [const if v is None else env[v] if v in env else _read(v) for v, const in sources]
                 cache = caches[node]
@@ -187,6 +222,12 @@ class _Plan:
                     results = fn(OpContext(node, arrays, rounding, cache, jit, flavor))
                 if best is not None:
                     best[i] = min(best[i], clock() - start)
+                if static and i in static:
+                    if node.op == "SHAPE" and i in frozen and not np.array_equal(frozen[i][0], results[0]):
+                        frozen.clear()  # a shape moved (a data-dependent one): recompute what follows
+                    frozen[i] = results
+                    results = [a.copy() if v.name in keep else a  # type: ignore[operator]
+                               for v, a in zip(outputs, results, strict=False)]
                 for value, array in zip(outputs, results, strict=False):
                     env[value] = array
                     if keep is None or value.name in keep:
@@ -268,6 +309,7 @@ class Interpreter:
         self.outputs = [v.name for v in self.graph.outputs]
         plans = {index: _Plan(graphs[index]) for index in (0, *reached)}
         self._main = plans[0]
+        self._main.freeze()
         self._cache = self._main.caches
         self._subgraphs = Subgraphs(plans, rounding, self.jit, flavor)
         for plan in plans.values():
@@ -336,6 +378,10 @@ class Interpreter:
         """One run of the main graph; with ``best``, each operator's time is folded into its minimum there."""
         env: dict[Value, np.ndarray] = {}
         kept: dict[str, np.ndarray] = {}
+        shapes = tuple(np.shape(feeds[v.name]) for v in self.graph.inputs)
+        if shapes != self._main.frozen_shapes:  # what the static steps computed holds for other shapes
+            self._main.frozen.clear()
+            self._main.frozen_shapes = shapes
         for v in self.graph.inputs:
             env[v] = np.asarray(feeds[v.name])
             if keep is None or v.name in keep:
