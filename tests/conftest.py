@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+import tests.models  # noqa: F401  (hides a torchvision that cannot load; see tests/models/__init__.py)
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

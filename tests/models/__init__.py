@@ -19,6 +19,8 @@ build subprocess (see ``_cache.py``).
 
 from __future__ import annotations
 
+import sys
+
 from ._cache import (
     CACHE_DIR,
     FAMILIES,
@@ -28,6 +30,13 @@ from ._cache import (
     missing_dependencies,
 )
 from ._info import ModelInfo
+
+# transformers and timm import torchvision whenever it is installed.  PyPI's torchvision 0.28.0
+# links a CUDA build of torch, so next to the CPU torch its compiled operators fail to load and
+# the import raises, taking every transformers model down with it.  Only the export corpus needs
+# torchvision: it is hidden here (the test process and every build subprocess import this
+# package first), and build_onnx_corpus lifts this and defines the operators it needs in Python.
+sys.modules.setdefault("torchvision", None)  # type: ignore[arg-type]
 
 __all__ = [
     "CACHE_DIR",

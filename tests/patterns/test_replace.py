@@ -400,3 +400,27 @@ def test_control_to_takes_the_control_users_of_a_node_without_mapped_outputs() -
     check(g)
     assert report.applied == 1 and [n.name for n in g] == ["x", "call/fused", "waiter"]
     assert [c.name for c in waiter.control_inputs] == ["call/fused"]
+
+
+def test_a_mapped_intermediate_with_an_earlier_reader_leaves_the_graph_sorted() -> None:
+    """``a = Add(x, y); s = Shape(a); n = Neg(a)`` with ``Neg(Add)`` fused into one node that also gives
+    the sum (as SkipLayerNormalization's output 3 does): the fused node goes before the root, after
+    ``Shape``, which reads the sum — the sweep must end with ``Shape`` after its new producer."""
+    g = Graph("onnx")
+    x, y = Value("x"), Value("y")
+    g.set_inputs([x, y])
+    add = g.append(Node("Add", [x, y], dialect="onnx", name="add", outputs=[Value("a")]))
+    shape = g.append(Node("Shape", [add.output], dialect="onnx", name="shape", outputs=[Value("s")]))
+    neg = g.append(Node("Neg", [add.output], dialect="onnx", name="neg", outputs=[Value("n")]))
+    g.set_outputs([shape.output, neg.output])
+
+    def fuse(m: Match) -> Replacement:
+        fused = Node("AddNeg", [m["x"].value, m["y"].value], dialect="onnx", name="fused",
+                     outputs=[Value("n2"), Value("a2")])
+        return Replacement([fused], {m.node.output: fused.outputs[0], m["add"].node.output: fused.outputs[1]})
+
+    report = replace_matching(g, P("Neg", P("Add", ANY(name="x"), ANY(name="y"), name="add")), fuse)
+    assert report.applied == 1
+    check(g)  # raises on a reader placed before its producer
+    assert [n.name for n in g] == ["fused", "shape"]
+    assert shape.inputs[0].producer is not None and shape.inputs[0].producer.name == "fused"

@@ -11,8 +11,9 @@ The Graph Transform Tool's ``ReplaceMatchingOpTypes`` contract, on the IR:
   to leave the match alone.  With a rule set, a skipped match lets the next
   rule for the same root try.
 * Matched nodes that are not re-emitted are removed.  New nodes go just
-  before the root (after it, for those reading a re-emitted root), so a graph
-  in topological order stays in order.
+  before the root (after it, for those reading a re-emitted root); a sweep that
+  leaves a reader before its new producer (an intermediate value mapped to a new
+  node's output) ends with a stable topological sort, so a sorted graph stays sorted.
 * A replacement that would leave a value of a removed node still read outside
   the match, or a graph output, without a mapping is **refused**: the graph is
   left exactly as it was for that match and the report says why.
@@ -44,7 +45,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from ..errors import GraphwrightError, TransformError
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, Value, topological_order
 from ._build import Replacement, Skip
 from .matcher import Match, Matcher, MatchStats, as_pattern
 from .pattern import Const, Pattern
@@ -321,7 +322,18 @@ def _sweep(graph: Graph, matcher: Matcher[Rule], allow: bool, sweep_constants: b
             report.added += len(plan.new)
             report.by_rule[rule.name] = report.by_rule.get(rule.name, 0) + 1
             break
+    if report.applied:
+        _restore_order(graph)
     return report
+
+
+def _restore_order(graph: Graph) -> None:
+    """Put the graph back in topological order if a replacement broke it: a value mapped to a new
+    node's output (inserted before the root) can have readers between the matched node that made it
+    and the root.  O(N + E) when the order held, the usual case; a stable sort otherwise."""
+    order = topological_order(graph)
+    if any(a is not b for a, b in zip(order, graph, strict=True)):
+        graph.sort(order)
 
 
 def _why_not(rule: Rule, m: Match) -> str | None:

@@ -27,12 +27,13 @@ def _same(before: onnx.ModelProto, after: onnx.ModelProto, feeds: Mapping[str, n
 
 
 def _chain(proto: onnx.ModelProto, target: str) -> tuple[onnx.ModelProto, dict[str, dict[str, int]]]:
-    """Shape inference, then fuse_layer_norm, fuse_gelu, fuse_ort_contrib; the stats of each."""
+    """Shape inference, then fuse_layer_norm, fuse_gelu, fuse_ort_contrib and fuse_skip_layer_norm (on
+    request only in simplify: onnxruntime's CPU kernel is slower than what it replaces); the stats of each."""
     stats: dict[str, dict[str, int]] = {}
     # first, as simplify does: SkipLayerNormalization/BiasGelu need known shapes, and onnx's
     # inference can't see through com.microsoft ops once they are there (the IR keeps the shapes)
     proto = onnx.shape_inference.infer_shapes(proto)
-    for name in ("fuse_layer_norm", "fuse_gelu", "fuse_ort_contrib"):
+    for name in ("fuse_layer_norm", "fuse_gelu", "fuse_ort_contrib", "fuse_skip_layer_norm"):
         proto, result = fuse(proto, name, target=target)
         stats[name] = result.stats
     return proto, stats
