@@ -10,10 +10,13 @@ look-up is :func:`graphwright.transforms._onnx.opset_version`.  Each takes ``tar
     opset 17, ``Gelu`` from opset 20); a fusion the model's opset cannot carry is
     skipped with a reason.
 ``"onnxruntime"``
-    also emit onnxruntime's contrib operators (domain ``com.microsoft``): ``Gelu`` /
-    ``FastGelu`` below opset 20, ``BiasGelu``, ``FastGelu`` with bias, ``FusedConv``,
-    ``SkipLayerNormalization`` (with bias), ``FusedMatMul``.  The model gains the
-    ``com.microsoft`` opset import (version 1) when one is emitted.
+    also emit onnxruntime's operators: ``LayerNormalization`` below opset 17 (onnxruntime's
+    own, default domain), and from domain ``com.microsoft`` ``Gelu`` / ``FastGelu`` below
+    opset 20, ``BiasGelu``, ``FastGelu`` with bias, ``FusedConv``, ``FusedMatMul``,
+    ``SimplifiedLayerNormalization``, ``Attention`` / ``MultiHeadAttention``, and on request
+    only (``fuse_skip_layer_norm``: slower than what it replaces on onnxruntime's CPU kernels)
+    ``Skip(Simplified)LayerNormalization``.  The model gains the ``com.microsoft`` opset
+    import (version 1) when one is emitted.
 
 Everything here is O(1) per call.
 """
