@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 import onnx
 import pytest
 
 from tests.batch.zoo import conv_bn_model, write_plugin
+from tests.diff.test_html import CHROMIUM, _browser, _console
 
 from .test_cli import assert_one_line_error, gw
 
@@ -54,6 +56,68 @@ def test_a_manifest_with_a_crashing_model_reports_it_and_exits_1(tmp_path: Path)
         "crashed", 2, "worker process exited with code 5 before reporting a result")
     assert summary["totals"] == {"models": 2, "ok": 1, "failed": 0, "error": 0, "crashed": 1, "timeout": 0}
     assert (tmp_path / "out" / "small_cnn.onnx").exists() and not (tmp_path / "out" / "boom.onnx").exists()
+
+
+class _Rows(HTMLParser):
+    """The cells of every <tr class="model ..."> of a page, with the row's class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        cls = dict(attrs).get("class") or ""
+        if tag == "tr" and cls.startswith("model"):
+            self.rows.append((cls, []))
+        elif tag == "td" and self.rows:
+            self._cell = []
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td" and self._cell is not None:
+            self.rows[-1][1].append("".join(self._cell))
+            self._cell = None
+
+
+def test_html_summary_has_the_json_summary_rows_and_renders_in_chromium(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path)
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({"output_dir": "out", "models": [
+        {"model": str(EXAMPLE), "simplify": True, "check": 1},
+        {"model": str(EXAMPLE), "name": "boom <&>", "transforms": "test_exit(code=5)", "output": "boom.onnx"},
+    ]}))
+    page = tmp_path / "summary.html"
+    result = gw("batch", manifest, "--quiet", "--plugin", plugin, "--summary", tmp_path / "summary.json",
+                "--html", page)
+    assert result.returncode == 1, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    parser = _Rows()
+    parser.feed(page.read_text())
+    assert len(parser.rows) == 2
+    for (cls, cells), row in zip(parser.rows, summary["models"], strict=True):
+        name, status, before, after, err, checks, seconds, error, output = cells
+        assert (name, status, error, output) == (row["name"], row["status"], row["error"], row["output"])
+        assert (before, after) == ("" if row["nodes_before"] is None else str(row["nodes_before"]),
+                                   "" if row["nodes_after"] is None else str(row["nodes_after"]))
+        assert float(seconds) == pytest.approx(row["seconds"], abs=0.006)
+        assert int(checks) == row["checks"]
+        assert (err == "") == (row["max_abs_error"] is None)
+        assert cls == ("model ok" if row["status"] == "ok" else "model bad")  # the failure highlighted
+    ok, boom = parser.rows
+    nodes = (len(onnx.load(EXAMPLE).graph.node), len(onnx.load(tmp_path / "out" / "small_cnn.onnx").graph.node))
+    assert ok[1][:4] == ["small_cnn.onnx", "ok", str(nodes[0]), str(nodes[1])] and float(ok[1][4]) < 1e-4
+    assert boom[1][:2] == ["boom <&>", "crashed"]
+    assert boom[1][7] == "worker process exited with code 5 before reporting a result"
+    if CHROMIUM is None:
+        pytest.skip("no chromium to open the page in: apt-get install -y chromium")
+    dom, log = _browser(page, tmp_path, screenshot=tmp_path / "summary.png")
+    assert _console(log) == []
+    assert "did not finish ok" in dom and dom.count("<tr class=\"model bad\"") == 1
+    assert (tmp_path / "summary.png").stat().st_size > 1000
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:

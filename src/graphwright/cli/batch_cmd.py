@@ -17,7 +17,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..batch import BatchResult, jobs_from_folder, jobs_from_manifest, run_local, run_ray, summary_dict
+from ..batch.html import render_summary_html
 from ..batch.jobs import ManifestError
+from ..formats.files import atomic_path, same_file
 from ._console import stderr, stdout
 
 __all__ = ["add_parser", "run"]
@@ -50,6 +52,7 @@ def add_parser(sub: Any) -> None:
                    help="run on a Ray cluster (ADDRESS, e.g. auto or ray://host:10001; none: a local cluster "
                         "of --jobs CPUs); needs the [ray] extra")
     p.add_argument("--summary", metavar="FILE", help="also write the JSON summary to FILE")
+    p.add_argument("--html", metavar="FILE", help="also write the summary as a self-contained HTML page to FILE")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no per-model lines while running")
     p.set_defaults(run=run)
@@ -61,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs < 1:
         raise ManifestError(f"--jobs needs at least 1 worker, got {args.jobs}")
     source = Path(args.source)
+    for report in (args.summary, args.html):
+        if report and same_file(report, source):
+            raise ManifestError(f"refusing to overwrite the manifest with the report {report}")
     defaults: dict[str, Any] = {}
     if args.transforms is not None:
         defaults["transforms"] = args.transforms
@@ -96,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
         results = run_local(jobs, workers=args.jobs, **common)
     summary = summary_dict(results)
     if args.summary:
-        Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n")
+        with atomic_path(args.summary) as tmp:
+            tmp.write_text(json.dumps(summary, indent=2) + "\n")
+    if args.html:
+        with atomic_path(args.html) as tmp:
+            tmp.write_text(render_summary_html(summary, title=f"graphwright batch: {source.name}"), encoding="utf-8")
     if args.json:
         print(json.dumps(summary, indent=2))
     else:

@@ -19,7 +19,7 @@ from typing import Any
 from .changes import Change, ModelDiff, neighbourhood
 from .numeric import ErrorHistogram, OutputErrors
 
-__all__ = ["render_html", "OPEN_BY_DEFAULT"]
+__all__ = ["render_html", "OPEN_BY_DEFAULT", "document", "esc", "human_bytes", "STYLE"]
 
 #: Change cards open (and drawn) when the report loads; the others are drawn when opened.
 OPEN_BY_DEFAULT = 6
@@ -29,11 +29,16 @@ def _vendor(name: str) -> str:
     return resources.files(__package__).joinpath("_vendor", name).read_text(encoding="utf-8")
 
 
-def _e(text: object) -> str:
+def esc(text: object) -> str:
+    """``text`` escaped for HTML text and attribute values."""
     return html.escape(str(text), quote=True)
 
 
-def _bytes(n: int | None) -> str:
+_e = esc
+
+
+def human_bytes(n: int | None) -> str:
+    """A byte count for people (``12.3 KB``); ``-`` for None."""
     if n is None:
         return "-"
     size = float(n)
@@ -56,7 +61,7 @@ def _summary_table(diff: ModelDiff) -> str:
     a, b = diff.a, diff.b
     rows = [("nodes", a.nodes, b.nodes, str(a.nodes), str(b.nodes)),
             ("parameters", a.parameters, b.parameters, f"{a.parameters:,}", f"{b.parameters:,}"),
-            ("file size", a.file_bytes, b.file_bytes, _bytes(a.file_bytes), _bytes(b.file_bytes)),
+            ("file size", a.file_bytes, b.file_bytes, human_bytes(a.file_bytes), human_bytes(b.file_bytes)),
             ("distinct ops", len(a.op_histogram), len(b.op_histogram), str(len(a.op_histogram)),
              str(len(b.op_histogram)))]
     body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(ta)}</td><td>{_e(tb)}</td><td>{_e(_delta(va, vb))}</td></tr>"
@@ -177,12 +182,18 @@ def render_html(diff: ModelDiff, nodes_a: dict[str, Any], nodes_b: dict[str, Any
                else "matched by node name and graph structure (no provenance sidecar): not exact")
     notes = "".join(f"<li>{_e(n)}</li>" for n in diff.notes)
     cards = "".join(_card(i, c) for i, c in enumerate(diff.changes))
-    return _PAGE.format(
-        title=_e(title), css=_CSS, summary=_summary_table(diff), kinds=kinds, matched=matched,
+    return document(title, _BODY.format(
+        summary=_summary_table(diff), kinds=kinds, matched=matched,
         notes=f"<ul class='notes'>{notes}</ul>" if notes else "", chart=_op_chart(diff),
         errors=_errors_section(errors), cards=cards, count=len(diff.changes),
         dagre=_vendor("dagre.min.js").replace("</script", "<\\/script"), data=data, app=_APP,
-    )
+    ))
+
+
+def document(title: str, body: str) -> str:
+    """One self-contained HTML page (graphwright's report style inlined) around ``body``: the
+    skeleton of every report graphwright writes (diff, batch).  ``title`` is plain text."""
+    return _PAGE.format(title=_e(title), css=STYLE, body=body)
 
 
 _PAGE = """<!DOCTYPE html>
@@ -191,7 +202,11 @@ _PAGE = """<!DOCTYPE html>
 <style>{css}</style></head>
 <body>
 <h1>{title}</h1>
-<section id="summary"><h2>Summary</h2>{summary}
+{body}
+</body></html>
+"""
+
+_BODY = """<section id="summary"><h2>Summary</h2>{summary}
 <p class="matched">Changes {matched}.</p>{notes}
 <table class="kinds"><tr><th>change</th><th>count</th></tr>{kinds}</table></section>
 <section id="ops"><h2>Op histogram: B minus A</h2>{chart}</section>
@@ -204,10 +219,9 @@ _PAGE = """<!DOCTYPE html>
 <script>{dagre}</script>
 <script type="application/json" id="gw-data">{data}</script>
 <script>{app}</script>
-</body></html>
 """
 
-_CSS = """
+STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5em;color:#1d2330;background:#fbfbfd}
 h1{font-size:1.4em} h2{font-size:1.15em;border-bottom:1px solid #ccd;padding-bottom:.2em;margin-top:1.6em}
 table{border-collapse:collapse;margin:.5em 0} th,td{border:1px solid #d5d8e0;padding:.25em .6em;text-align:left}
@@ -228,6 +242,8 @@ details.change>summary{cursor:pointer;padding:.4em .6em}
 .pic .empty{position:absolute;top:45%;width:100%;text-align:center;color:#889}
 g.node rect{fill:#f4f5f8;stroke:#9aa0ad;rx:4} g.node.changed rect{fill:#ffe3c4;stroke:#d9822b;stroke-width:2}
 g.node.hit rect{stroke:#d00;stroke-width:3} g.node text{font-size:11px;fill:#222} g.node text.op{font-weight:600}
+td.num{text-align:right;font-variant-numeric:tabular-nums} .status-ok{color:#2f8a3b;font-weight:600}
+.status-bad{color:#b53a3a;font-weight:600} .totals span{margin-right:1.2em}
 path.edge{fill:none;stroke:#8a90a0;stroke-width:1.2} .tools{margin:.5em 0} #search{width:22em;padding:.3em}
 """
 
