@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import onnx
 import pytest
 
 from tests.batch.zoo import conv_bn_model, write_plugin
+from tests.cli.test_diff_cmd import _run_in_pty
 from tests.diff.test_html import CHROMIUM, _browser, _console
 
 from .test_cli import assert_one_line_error, gw
@@ -148,3 +152,26 @@ def test_ray_gives_the_local_summary_and_outputs(tmp_path: Path) -> None:
     assert runs["local"] == runs["ray"]
     assert runs["ray"]["totals"]["ok"] == 3
     assert _digest(tmp_path / "local") == _digest(tmp_path / "ray")
+
+
+def test_progress_bar_counts_models_on_a_terminal_only(tmp_path: Path) -> None:
+    plugin = write_plugin(tmp_path)
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({"output_dir": "out", "models": [
+        {"model": str(EXAMPLE), "name": f"m{i}", "transforms": "test_sleep(seconds=0.4)", "output": f"m{i}.onnx"}
+        for i in range(3)]}))
+    argv = ["batch", str(manifest), "--plugin", str(plugin)]
+    shown = _run_in_pty(argv, tmp_path)
+    assert "\x1b[" in shown  # drawn with terminal control sequences
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    bars = re.findall(r"batch [━╸╺ ]+ ([0-3])/3 [0-9:]+ eta", plain)  # models done / total, elapsed, ETA
+    assert {"1", "2"} & set(bars), plain[-2000:]
+    assert "3 model(s): 3 ok" in shown
+    piped = subprocess.run([sys.executable, "-m", "graphwright.cli.main", *argv], capture_output=True, text=True,
+                           cwd=tmp_path, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    assert "eta" not in piped.stderr and "\x1b[" not in piped.stderr + piped.stdout
+    assert piped.stderr.count(" ok m") == 3  # the per-model lines only
+    for flag in ("--quiet", "--json"):
+        out = _run_in_pty([*argv, flag], tmp_path)
+        assert "eta" not in out and "/3" not in out, out[-2000:]

@@ -20,7 +20,7 @@ from ..batch import BatchResult, jobs_from_folder, jobs_from_manifest, run_local
 from ..batch.html import render_summary_html
 from ..batch.jobs import ManifestError
 from ..formats.files import atomic_path, same_file
-from ._console import stderr, stdout
+from ._console import progress_bar, stderr, stdout
 
 __all__ = ["add_parser", "run"]
 
@@ -86,9 +86,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise ManifestError(f"{args.source}: no such folder or manifest")
     err = stderr()
+    quiet = args.quiet or args.json
+    # models done / total with an ETA, on a terminal only; the per-model lines print above it
+    bar = progress_bar(quiet=quiet, console=err)
+    task = bar.add_task("batch", total=len(jobs))
+    failed = 0
 
     def on_result(result: BatchResult) -> None:
-        if not args.quiet and not args.json:
+        nonlocal failed
+        failed += result.status != "ok"
+        bar.update(task, advance=1, description=f"batch ({failed} not ok)" if failed else "batch")
+        if not quiet:
             style = _STYLE.get(result.status, "")
             err.print(f"[{style}]{result.status:>7}[/{style}] {escape(result.name)} ({result.seconds:.2f} s)"
                       + (f": {escape(result.error)}" if result.error else ""), highlight=False)
@@ -96,10 +104,12 @@ def run(args: argparse.Namespace) -> int:
     # A plugin file by its absolute path: Ray workers start in other folders.
     plugins = [str(Path(p).resolve()) if p.endswith(".py") else p for p in args.plugin]
     common = {"retries": args.retries, "timeout": args.timeout, "plugins": plugins, "on_result": on_result}
-    if args.ray is not None:
-        results = run_ray(jobs, address=args.ray or None, num_cpus=args.jobs if args.jobs > 1 else None, **common)
-    else:
-        results = run_local(jobs, workers=args.jobs, **common)
+    with bar:
+        if args.ray is not None:
+            results = run_ray(jobs, address=args.ray or None, num_cpus=args.jobs if args.jobs > 1 else None,
+                              **common)
+        else:
+            results = run_local(jobs, workers=args.jobs, **common)
     summary = summary_dict(results)
     if args.summary:
         with atomic_path(args.summary) as tmp:
