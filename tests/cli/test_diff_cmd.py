@@ -10,6 +10,7 @@ import re
 import select
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -172,7 +173,9 @@ def test_progress_bar_on_a_terminal_and_silence_in_a_pipe(onnx_pair: tuple[Path,
     a, b = onnx_pair
     argv = ["diff", str(a), str(b), "--seed", "1"]
     shown = _run_in_pty(argv, tmp_path)
-    assert "diff: running model" in shown and "eta" in shown
+    # the bar (refreshed 10 times a second: which step it caught depends on the machine's speed)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    assert re.search(r"diff(: [a-z][^\n\r]*)? [━╸╺ ]+ [0-9]+/[0-9]+ [0-9:]+ eta", plain), plain[:1500]
     assert "\x1b[" in shown  # drawn with terminal control sequences
     piped = subprocess.run([sys.executable, "-m", "graphwright.cli.main", *argv], capture_output=True,
                            text=True, cwd=tmp_path, timeout=120)
@@ -239,3 +242,74 @@ def test_transform_and_simplify_write_the_sidecar_diff_reads(tmp_path: Path,
     assert main(["simplify", str(EXAMPLES / "small_cnn.onnx"), str(sim), "--quiet", "--provenance"]) == 0
     assert (tmp_path / "sim.onnx.provenance.json").is_file()
     assert _json(capsys, str(EXAMPLES / "small_cnn.onnx"), str(sim))["matched_by"] == "provenance"
+
+
+def _litert_tensors(path: Path, feed: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """LiteRT (ai_edge_litert) run here keeping every tensor: each operator output, dequantized when
+    quantized, and its op."""
+    from ai_edge_litert.interpreter import Interpreter  # lazy: LiteRT only for this test
+
+    with warnings.catch_warnings():  # "for debugging purposes only": that is what it is for here
+        warnings.simplefilter("ignore", UserWarning)
+        interp = Interpreter(model_path=str(path), experimental_preserve_all_tensors=True)
+    interp.allocate_tensors()
+    inp = interp.get_input_details()[0]
+    if inp["dtype"] != np.float32:  # the quantized model takes the input as int8: real = s * (q - zp)
+        scale, zero = inp["quantization"]
+        info = np.iinfo(inp["dtype"])
+        feed = np.clip(np.round(feed.astype(np.float64) / scale) + zero, info.min, info.max).astype(inp["dtype"])
+    interp.set_tensor(inp["index"], feed)
+    interp.invoke()
+    details = {d["index"]: d for d in interp.get_tensor_details()}
+    tensors, ops = {}, {}
+    for op in interp._get_ops_details():
+        for index in op["outputs"]:
+            d = details[int(index)]
+            x = interp.get_tensor(int(index)).astype(np.float64)
+            scale, zero = d["quantization"]
+            if d["dtype"] != np.float32 and scale:
+                x = (x - zero) * scale
+            tensors[d["name"]] = x
+            ops[d["name"]] = op["op_name"]
+    return tensors, ops
+
+
+def test_per_layer_error_of_an_int8_tflite_against_its_float_model_matches_litert(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.diff.test_html import CHROMIUM, _browser, _console
+    from tests.models import tflite_model
+
+    a, b = tflite_model("float").path, tflite_model("int8").path
+    x = np.random.default_rng(3).random((1, 32, 32, 3), dtype=np.float32)  # the calibration range, [0, 1)
+    np.save(tmp_path / "x.npy", x)
+    report = tmp_path / "report.html"
+    data = _json(capsys, str(a), str(b), "--input", f"serving_default_image:0={tmp_path / 'x.npy'}",
+                 "--html", str(report))
+    ref_a, _ = _litert_tensors(a, x)
+    ref_b, _ = _litert_tensors(b, x)
+    shared = [n for n in ref_a if n in ref_b]
+    layers = data["layers"]["layers"]
+    assert [row["tensor"] for row in layers] == shared and len(shared) == 10  # every activation, in order
+    # the small CNN of tests/models/_keras_common.py, as the converter lays it out
+    assert [row["op_b"] for row in layers] == ["CONV_2D", "DEPTHWISE_CONV_2D", "CONV_2D", "CONV_2D", "ADD",
+                                               "AVERAGE_POOL_2D", "CONV_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"]
+    for row in layers:
+        ra, rb = ref_a[row["tensor"]], ref_b[row["tensor"]]
+        sqnr = 10 * np.log10(np.sum(ra ** 2) / np.sum((ra - rb) ** 2))
+        assert row["sqnr_db"] == pytest.approx(sqnr, rel=1e-9), row["tensor"]
+        assert row["max_abs_error"] == pytest.approx(np.abs(ra - rb).max(), rel=1e-9)
+        assert row["max_rel_error"] == pytest.approx(np.abs(ra - rb).max() / np.abs(ra).max(), rel=1e-9)
+        assert row["dtype_b"] == "int8"
+        assert 30 < row["sqnr_db"] < 70 and row["max_error_in_steps"] < 4  # int8 on calibration-range data
+    # the per-output numbers compare the dequantized int8 output with the float one
+    (out,) = data["outputs"]["outputs"]
+    final = ref_a["StatefulPartitionedCall_1:0"] - ref_b["StatefulPartitionedCall_1:0"]
+    assert out["max_abs_error"] == pytest.approx(np.abs(final).max(), rel=1e-6)
+    assert any("dequantized" in n for n in data["outputs"]["notes"])
+    page = report.read_text()
+    assert page.count("<tr class='layer") == 10 and "id='layer-chart'" in page
+    assert page.count("data-tensor=") == 10
+    if CHROMIUM is None:
+        pytest.skip("no chromium to open the report in: apt-get install -y chromium")
+    dom, log = _browser(report, tmp_path, screenshot=tmp_path / "layers.png")
+    assert _console(log) == [] and 'id="layer-chart"' in dom

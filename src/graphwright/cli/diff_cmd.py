@@ -20,6 +20,7 @@ from rich.table import Table
 from .. import formats
 from ..diff import DiffError, diff_models, nodes_by_key, read_provenance, sidecar_path
 from ..diff.html import render_html
+from ..diff.layers import LayerErrors, layer_errors
 from ..diff.numeric import OutputErrors, output_errors
 from ..formats.files import atomic_path, same_file
 from ..runtime import input_specs
@@ -60,7 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if args.html and (same_file(args.html, args.model_a) or same_file(args.html, args.model_b)):
         raise DiffError(f"refusing to overwrite a model with the report {args.html}")
     running = args.seed is not None or bool(args.input)
-    total = 3 + (3 if running else 0) + (1 if args.html else 0)  # steps of the bar, for its ETA
+    layered = running and Path(args.model_a).suffix.lower() == ".tflite"
+    total = 3 + (3 if running else 0) + (2 if layered else 0) + (1 if args.html else 0)  # steps of the bar, for its ETA
     with progress_callback("diff", quiet=args.quiet or args.json) as tick:
         tick(0, total, f"loading {Path(args.model_a).name}")
         a = formats.load(args.model_a)
@@ -83,11 +85,18 @@ def run(args: argparse.Namespace) -> int:
             feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
             errors = output_errors(args.model_a, args.model_b, feeds=feeds, seed=args.seed or 0, rtol=args.rtol,
                                    atol=args.atol, backend_a=args.backend_a, backend_b=args.backend_b,
-                                   on_progress=lambda i, _n, what: tick(done + i, total, what))
+                                   on_progress=lambda i, _n, what: tick(done + i, total, what), models=(a, b))
             done += 3
+        layers: LayerErrors | None = None
+        if layered and a.format == "tflite":
+            # every tensor both models name alike (a float model and its quantized version)
+            layers = layer_errors(a, b, args.model_a, args.model_b, feeds=feeds,
+                                  seed=args.seed or 0, backend_a=args.backend_a, backend_b=args.backend_b,
+                                  on_progress=lambda i, _n, what: tick(done + i, total, what))
+            done += 2
         if args.html:
             tick(done, total, "writing the report")
-            page = render_html(diff, nodes_by_key(a.graph), nodes_by_key(b.graph), errors,
+            page = render_html(diff, nodes_by_key(a.graph), nodes_by_key(b.graph), errors, layers=layers,
                                title=f"graphwright diff: {Path(args.model_a).name} -> {Path(args.model_b).name}")
             with atomic_path(args.html) as tmp:
                 tmp.write_text(page, encoding="utf-8")
@@ -96,14 +105,16 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         data = diff.to_json()
         data["outputs"] = errors.to_json() if errors is not None else None
+        data["layers"] = layers.to_json() if layers is not None else None
         data["html"] = args.html
         print(json.dumps(data, indent=2))
     elif not args.quiet:
-        _render(diff, errors, args)
+        _render(diff, errors, args, layers)
     return 0
 
 
-def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace) -> None:
+def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace,
+            layers: LayerErrors | None = None) -> None:
     console = stdout()
     a, b = diff.a, diff.b
     console.print(f"A: {escape(a.path)}\nB: {escape(b.path)}")
@@ -140,5 +151,13 @@ def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace) ->
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if errors is not None:
         render_compare(errors.report, console)
+    if layers is not None and layers.layers:
+        table = Table(title="per-layer error of B against A (tensors both name alike)", title_justify="left")
+        for column in ("#", "tensor", "op", "SQNR dB", "max |a-b|", "max rel", "steps"):
+            table.add_column(column, justify="left" if column in ("tensor", "op") else "right")
+        for x in layers.layers:
+            table.add_row(str(x.index), escape(x.tensor), escape(x.op_b), f"{x.sqnr_db:.1f}", f"{x.max_abs:.3g}",
+                          f"{x.max_rel:.3g}", "" if x.max_steps is None else f"{x.max_steps:.1f}")
+        console.print(table)
     if args.html:
         console.print(f"report: {escape(args.html)}")

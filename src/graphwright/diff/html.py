@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from .changes import Change, ModelDiff, neighbourhood
+from .layers import LayerErrors
 from .numeric import ErrorHistogram, OutputErrors
 
 __all__ = ["render_html", "OPEN_BY_DEFAULT", "document", "esc", "human_bytes", "STYLE"]
@@ -145,6 +146,55 @@ def _errors_section(errors: OutputErrors | None) -> str:
             + (f"<ul class='notes'>{notes}</ul>" if notes else ""))
 
 
+def _sqnr(x: float) -> str:
+    return "exact" if x == float("inf") else f"{x:.1f}"
+
+
+def _layers_chart(layers: LayerErrors) -> str:
+    """One horizontal bar per layer: its SQNR in dB (longer is better; exact layers drawn full)."""
+    rows = layers.layers
+    finite = [x.sqnr_db for x in rows if abs(x.sqnr_db) != float("inf")]
+    top = max([*finite, 1.0])
+    row_h, label_w, bar_w = 18, 300, 420
+    width, height = label_w + bar_w + 90, row_h * len(rows) + 10
+    parts = [f"<svg class='chart' id='layer-chart' width='{width}' height='{height}' viewBox='0 0 {width} {height}' "
+             "role='img' aria-label='per-layer SQNR'>"]
+    for i, x in enumerate(rows):
+        y = 5 + i * row_h
+        value = top if x.sqnr_db == float("inf") else max(x.sqnr_db, 0.0)
+        w = max(1.0, value / top * bar_w)
+        cls = "zero" if x.sqnr_db == float("inf") else ("err" if x.sqnr_db < 20 else "more")
+        label = x.tensor if len(x.tensor) <= 44 else x.tensor[:42] + "\u2026"
+        parts.append(f"<text x='{label_w - 6}' y='{y + 13}' text-anchor='end'>{_e(label)}</text>")
+        parts.append(f"<rect class='{cls}' x='{label_w}' y='{y + 2}' width='{w:.1f}' height='{row_h - 5}' "
+                     f"data-tensor='{_e(x.tensor)}'><title>{_e(x.tensor)} ({_e(x.op_b)}): SQNR {_sqnr(x.sqnr_db)} dB"
+                     f"</title></rect>")
+        parts.append(f"<text x='{label_w + bar_w + 8}' y='{y + 13}' class='num'>{_sqnr(x.sqnr_db)} dB</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _layers_section(layers: LayerErrors | None) -> str:
+    if layers is None or not layers.layers:
+        return ("<p class='note'>No per-layer error: it needs two TFLite models that name tensors alike (a float "
+                "model and its quantized version) and inputs (<code>--seed N</code> or <code>--input</code>).</p>")
+    head = ("<tr><th>#</th><th>tensor</th><th>op (B)</th><th>shape</th><th>B dtype</th><th>SQNR dB</th>"
+            "<th>max |a-b|</th><th>max rel</th><th>mean |a-b|</th><th>max error (steps)</th></tr>")
+    rows = "".join(
+        f"<tr class='layer{' bad' if x.sqnr_db < 20 else ''}'><td class='num'>{x.index}</td><td>{_e(x.tensor)}</td>"
+        f"<td>{_e(x.op_b)}</td><td>{_e('x'.join(map(str, x.shape)))}</td><td>{_e(x.dtype_b)}</td>"
+        f"<td class='num'>{_sqnr(x.sqnr_db)}</td><td class='num'>{x.max_abs:.4g}</td>"
+        f"<td class='num'>{x.max_rel:.4g}</td><td class='num'>{x.mean_abs:.4g}</td>"
+        f"<td class='num'>{'' if x.max_steps is None else format(x.max_steps, '.2f')}</td></tr>"
+        for x in layers.layers)
+    notes = "".join(f"<li>{_e(n)}</li>" for n in [*layers.notes, *(f"not compared (shapes differ): {n}"
+                                                                   for n in layers.skipped)])
+    return (f"<p>A on {_e(layers.backend_a)}, B on {_e(layers.backend_b)}: {len(layers.layers)} tensors both models "
+            "name alike, in A's execution order (SQNR = 10 log10(sum a&#178; / sum (a-b)&#178;); rows under "
+            "20 dB highlighted).</p>" + _layers_chart(layers)
+            + f"<table class='layers'>{head}{rows}</table>" + (f"<ul class='notes'>{notes}</ul>" if notes else ""))
+
+
 def _card(i: int, change: Change) -> str:
     where = " / ".join(x for x in (change.step, change.rule) if x)
     badge = "exact" if change.exact else ("coarse" if change.coarse else "matched by structure")
@@ -170,7 +220,8 @@ def _pictures(change: Change, nodes_a: dict[str, Any], nodes_b: dict[str, Any]) 
 
 
 def render_html(diff: ModelDiff, nodes_a: dict[str, Any], nodes_b: dict[str, Any],
-                errors: OutputErrors | None = None, *, title: str = "graphwright diff") -> str:
+                errors: OutputErrors | None = None, *, title: str = "graphwright diff",
+                layers: LayerErrors | None = None) -> str:
     """The report as one HTML string (``nodes_a``/``nodes_b``: name -> node of each main graph)."""
     pictures = [_pictures(c, nodes_a, nodes_b) for c in diff.changes]
     data = json.dumps({"changes": pictures, "open": OPEN_BY_DEFAULT}, separators=(",", ":"))
@@ -185,7 +236,7 @@ def render_html(diff: ModelDiff, nodes_a: dict[str, Any], nodes_b: dict[str, Any
     return document(title, _BODY.format(
         summary=_summary_table(diff), kinds=kinds, matched=matched,
         notes=f"<ul class='notes'>{notes}</ul>" if notes else "", chart=_op_chart(diff),
-        errors=_errors_section(errors), cards=cards, count=len(diff.changes),
+        errors=_errors_section(errors), layers=_layers_section(layers), cards=cards, count=len(diff.changes),
         dagre=_vendor("dagre.min.js").replace("</script", "<\\/script"), data=data, app=_APP,
     ))
 
@@ -211,6 +262,7 @@ _BODY = """<section id="summary"><h2>Summary</h2>{summary}
 <table class="kinds"><tr><th>change</th><th>count</th></tr>{kinds}</table></section>
 <section id="ops"><h2>Op histogram: B minus A</h2>{chart}</section>
 <section id="errors"><h2>Per-output error</h2>{errors}</section>
+<section id="layers"><h2>Per-layer error</h2>{layers}</section>
 <section id="changes"><h2>Changes ({count})</h2>
 <div class="tools"><input id="search" type="search" placeholder="search by node name" autocomplete="off">
 <span id="found"></span> <button id="open-all" type="button">draw all shown</button>

@@ -13,8 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from ..ir import Model
 from ..runtime.execute import Job, ModelLike, execute
 from ..verify import CompareReport, compare_outputs
+from .layers import dequantized_outputs, feeds_for_b
 
 __all__ = ["ErrorHistogram", "OutputErrors", "output_errors", "error_histogram", "DECADES"]
 
@@ -78,8 +80,13 @@ def output_errors(
     backend_a: str | None = None,
     backend_b: str | None = None,
     on_progress: Callable[[int, int, str], None] | None = None,
+    models: tuple[Model, Model] | None = None,
 ) -> OutputErrors:
-    """Run A, then B on A's inputs, and compare every output (A is the reference)."""
+    """Run A, then B on A's inputs, and compare every output (A is the reference).
+
+    With ``models`` (A and B loaded), a quantized B (a float A's int8 TFLite version) gets A's
+    float inputs quantized with its own input scale and zero point, and its quantized outputs are
+    dequantized before the comparison (said in the report's notes)."""
     def tick(done: int, what: str) -> None:
         if on_progress is not None:
             on_progress(done, 3, what)
@@ -87,17 +94,25 @@ def output_errors(
     tick(0, "running model A")
     run_a = execute(model_a, feeds, Job(backend=backend_a, seed=seed))
     tick(1, "running model B")
-    run_b = execute(model_b, run_a.feeds, Job(backend=backend_b, seed=seed, feed_by_position=True))
+    feeds_b, quant_notes = dict(run_a.feeds), []
+    if models is not None:
+        feeds_b, quant_notes = feeds_for_b(models[1], run_a.feeds)
+    run_b = execute(model_b, feeds_b, Job(backend=backend_b, seed=seed, feed_by_position=True))
+    outputs_b = run_b.outputs
+    if models is not None:
+        outputs_b = dequantized_outputs(models[0], models[1], run_b.outputs)
+        quant_notes += [f"B's output {n!r} dequantized with its scale and zero point"
+                        for n in outputs_b if outputs_b[n] is not run_b.outputs[n]]
     tick(2, "comparing outputs")
-    report = compare_outputs(run_a.outputs, run_b.outputs, rtol=rtol, atol=atol)
+    report = compare_outputs(run_a.outputs, outputs_b, rtol=rtol, atol=atol)
     report.backend_a, report.backend_b, report.seed = run_a.backend, run_b.backend, seed
     report.inputs = [{"name": n, "dtype": str(x.dtype), "shape": [int(d) for d in x.shape]}
                      for n, x in run_a.feeds.items()]
-    report.notes = [*run_a.notes, *run_b.notes, *report.notes]
+    report.notes = [*run_a.notes, *run_b.notes, *quant_notes, *report.notes]
     histograms = []
     for out in report.outputs:
         if out.name in run_a.outputs and out.name_b in run_b.outputs:
-            h = error_histogram(out.name, np.asarray(run_a.outputs[out.name]), np.asarray(run_b.outputs[out.name_b]))
+            h = error_histogram(out.name, np.asarray(run_a.outputs[out.name]), np.asarray(outputs_b[out.name_b]))
             if h is not None:
                 histograms.append(h)
     tick(3, "done")
