@@ -71,7 +71,8 @@ def _check(name: str, tmp_path: Path) -> None:
     out = tmp_path / "simplified.onnx"
     onnx_format.save(model, out)
 
-    peer = PEERS[name]
+    peer = PEERS.get(name)
+    assert peer is not None, f"no peer record for {name}: run the corpus benchmark with --peers-json (module docstring)"
     top, everything = _count(out)
     if peer["best_peer_nodes"] is not None:  # no more nodes than the best peer whose output matched
         assert top <= peer["best_peer_nodes"], (name, top, peer)
