@@ -159,5 +159,8 @@ def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace,
             table.add_row(str(x.index), escape(x.tensor), escape(x.op_b), f"{x.sqnr_db:.1f}", f"{x.max_abs:.3g}",
                           f"{x.max_rel:.3g}", "" if x.max_steps is None else f"{x.max_steps:.1f}")
         console.print(table)
+    elif layers is not None:
+        for note in layers.notes:
+            console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if args.html:
         console.print(f"report: {escape(args.html)}")

@@ -176,12 +176,14 @@ def _layers_chart(layers: LayerErrors) -> str:
 
 def _layers_section(layers: LayerErrors | None) -> str:
     if layers is None or not layers.layers:
+        why = "".join(f"<li>{_e(n)}</li>" for n in (layers.notes if layers is not None else []))
         return ("<p class='note'>No per-layer error: it needs two TFLite models that name tensors alike (a float "
-                "model and its quantized version) and inputs (<code>--seed N</code> or <code>--input</code>).</p>")
+                "model and its quantized version) and inputs (<code>--seed N</code> or <code>--input</code>).</p>"
+                + (f"<ul class='notes'>{why}</ul>" if why else ""))
     head = ("<tr><th>#</th><th>tensor</th><th>op (B)</th><th>shape</th><th>B dtype</th><th>SQNR dB</th>"
             "<th>max |a-b|</th><th>max rel</th><th>mean |a-b|</th><th>max error (steps)</th></tr>")
     rows = "".join(
-        f"<tr class='layer{' bad' if x.sqnr_db < 20 else ''}'><td class='num'>{x.index}</td><td>{_e(x.tensor)}</td>"
+        f"<tr class='layer{' bad' if x.sqnr_db < 20 else ''}'><td class='num'>{x.index}</td><td class='tensor'>{_e(x.tensor)}</td>"
         f"<td>{_e(x.op_b)}</td><td>{_e('x'.join(map(str, x.shape)))}</td><td>{_e(x.dtype_b)}</td>"
         f"<td class='num'>{_sqnr(x.sqnr_db)}</td><td class='num'>{x.max_abs:.4g}</td>"
         f"<td class='num'>{x.max_rel:.4g}</td><td class='num'>{x.mean_abs:.4g}</td>"
@@ -294,6 +296,7 @@ details.change>summary{cursor:pointer;padding:.4em .6em}
 .pic .empty{position:absolute;top:45%;width:100%;text-align:center;color:#889}
 g.node rect{fill:#f4f5f8;stroke:#9aa0ad;rx:4} g.node.changed rect{fill:#ffe3c4;stroke:#d9822b;stroke-width:2}
 g.node.hit rect{stroke:#d00;stroke-width:3} g.node text{font-size:11px;fill:#222} g.node text.op{font-weight:600}
+table.layers td.tensor{max-width:36em;overflow-wrap:anywhere;font-size:.85em}
 td.num{text-align:right;font-variant-numeric:tabular-nums} .status-ok{color:#2f8a3b;font-weight:600}
 .status-bad{color:#b53a3a;font-weight:600} .totals span{margin-right:1.2em}
 path.edge{fill:none;stroke:#8a90a0;stroke-width:1.2} .tools{margin:.5em 0} #search{width:22em;padding:.3em}

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import GraphwrightError
 from ..ir import Model
 from ..runtime.execute import Job, execute
 
@@ -151,10 +152,13 @@ def layer_errors(
             on_progress(done, 2, what)
 
     tick(0, "running A's layers")
-    run_a = execute(path_a, feeds, Job(backend=backend_a, seed=seed, outputs=shared))
-    feeds_b, notes = feeds_for_b(model_b, run_a.feeds)
-    tick(1, "running B's layers")
-    run_b = execute(path_b, feeds_b, Job(backend=backend_b, seed=seed, outputs=shared))
+    try:
+        run_a = execute(path_a, feeds, Job(backend=backend_a, seed=seed, outputs=shared))
+        feeds_b, notes = feeds_for_b(model_b, run_a.feeds)
+        tick(1, "running B's layers")
+        run_b = execute(path_b, feeds_b, Job(backend=backend_b, seed=seed, outputs=shared))
+    except GraphwrightError as e:  # the outputs ran; an intermediate the runtime will not hand back
+        return LayerErrors(backend_a or "-", backend_b or "-", notes=[f"per-layer error unavailable: {e}"])
     report = LayerErrors(run_a.backend, run_b.backend, notes=notes)
     for name in shared:
         index, op_a, value_a = va[name]
