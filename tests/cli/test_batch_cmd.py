@@ -132,6 +132,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     bad.write_text(json.dumps({"models": [{"model": "a.onnx", "simplify": True, "oops": 1}]}))
     assert_one_line_error(gw("batch", bad, "--out", tmp_path / "o"), "unknown key(s) 'oops'")
     assert_one_line_error(gw("batch", bad, "--jobs", "0"), "--jobs needs at least 1")
+    assert_one_line_error(gw("batch", bad, "--html", bad), "refusing to overwrite the manifest")
+    assert_one_line_error(gw("batch", tmp_path, "--out", tmp_path / "o", "--simplify", "--html",
+                             tmp_path / "no" / "r.html"), f"directory {tmp_path / 'no'} does not exist")
     assert not (tmp_path / "o").exists()
 
 

@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
     for report in (args.summary, args.html):
         if report and same_file(report, source):
             raise ManifestError(f"refusing to overwrite the manifest with the report {report}")
+        if report and not Path(report).resolve().parent.is_dir():  # said before the models run, not after
+            raise ManifestError(f"cannot write {report}: directory {Path(report).parent} does not exist")
     defaults: dict[str, Any] = {}
     if args.transforms is not None:
         defaults["transforms"] = args.transforms
