@@ -33,3 +33,11 @@ def test_a_runtime_that_cannot_run_is_a_note_not_a_failure() -> None:
     report = layer_errors(formats.load(a), formats.load(b), str(a), str(b), backend_b="no-such-runtime")
     assert report is not None and report.layers == []
     assert report.notes[0].startswith("per-layer error unavailable: ") and "no-such-runtime" in report.notes[0]
+
+
+def test_a_model_against_itself_is_exact_on_every_layer() -> None:
+    a = tflite_model("float").path
+    report = layer_errors(formats.load(a), formats.load(a), str(a), str(a), seed=1)
+    assert report is not None and len(report.layers) == 10 and report.notes == []
+    assert all(x.sqnr_db == math.inf and x.max_abs == 0 and x.max_steps is None for x in report.layers)
+    assert {row["sqnr_db"] for row in report.to_json()["layers"]} == {None}  # JSON has no Infinity

@@ -156,7 +156,7 @@ def _render(diff: Any, errors: OutputErrors | None, args: argparse.Namespace,
         for column in ("#", "tensor", "op", "SQNR dB", "max |a-b|", "max rel", "steps"):
             table.add_column(column, justify="left" if column in ("tensor", "op") else "right")
         for x in layers.layers:
-            table.add_row(str(x.index), escape(x.tensor), escape(x.op_b), f"{x.sqnr_db:.1f}", f"{x.max_abs:.3g}",
+            table.add_row(str(x.index), escape(x.tensor), escape(x.op_b), "exact" if x.sqnr_db == float("inf") else f"{x.sqnr_db:.1f}", f"{x.max_abs:.3g}",
                           f"{x.max_rel:.3g}", "" if x.max_steps is None else f"{x.max_steps:.1f}")
         console.print(table)
     elif layers is not None:
