@@ -410,7 +410,8 @@ def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:
         scale = np.float32(qo.s)
         qlo = max(tmin, qo.zp + int(round_half_away(np.float32(lo) / scale)))
         qhi = tmax if hi == np.inf else min(tmax, qo.zp + int(round_half_away(np.float32(hi) / scale)))
-        real = float(np.float32(qi.s) / np.float32(qo.s))  # float division, then widened
+        # LiteRT divides the scales in float32, then widens; TFLM's CalculateReluOpData divides in double
+        real = float(qi.s) / float(qo.s) if ctx.flavor == "tflm" else float(np.float32(qi.s) / np.float32(qo.s))
         return lambda v: np.clip(_mbqm(ctx, v.astype(np.int64) - qi.zp, real) + qo.zp, qlo, qhi).astype(dtype)
 
     return [_by_byte_table(ctx, x, make)]
