@@ -14,6 +14,7 @@ constant folding).  Each pass is one file under ``graphwright/transforms/`` (by 
 ``fold_symbolic_shapes``       Shape glue with dynamic dims -> constant Reshape/Expand targets
 ``fuse_consecutive_transposes``  Transpose(Transpose(x)) -> one Transpose
 ``fuse_consecutive_reshapes``  Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
+``fuse_consecutive_slices``    Slice(Slice(x)) over disjoint axes -> one Slice
 ``fuse_bn_into_conv``          Conv/ConvTranspose/Gemm + BatchNormalization
 ``fuse_mul_add_into_conv``     Conv/ConvTranspose + per-channel Mul/Add/Sub
 ``fuse_pad_into_conv``         zero Pad + Conv -> Conv pads
@@ -34,6 +35,7 @@ OPTIMIZATION_PASSES: tuple[str, ...] = (
     "fold_symbolic_shapes",
     "fuse_consecutive_transposes",
     "fuse_consecutive_reshapes",
+    "fuse_consecutive_slices",
     "fuse_bn_into_conv",
     "fuse_mul_add_into_conv",
     "fuse_pad_into_conv",

@@ -34,6 +34,7 @@ from .fuse import (  # noqa: F401
     fuse_bn_into_conv_onnx,
     fuse_composite_functions_tf,
     fuse_consecutive_reshapes_onnx,
+    fuse_consecutive_slices_onnx,
     fuse_consecutive_transposes_onnx,
     fuse_convolutions_tf,
     fuse_gelu_onnx,
