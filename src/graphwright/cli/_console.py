@@ -18,6 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ..diff.html import human_bytes  # noqa: F401  (re-exported: the commands import it from here)
 from ..transforms.runner import observe_steps
 
 
@@ -46,15 +47,6 @@ def stderr() -> Console:
     return _Console(stderr=True, highlight=False)
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 _QUOTED = re.compile(r"'[^']*'")

@@ -180,16 +180,9 @@ def _rule(model: Model, probe: ShapeProbe):
         hidden = weights[0].shape[1]
         if any(b.dtype != np.float32 or b.shape != (hidden,) for b in biases):
             return m.skip(f"the biases are not float32 vectors of size {hidden}: {[b.shape for b in biases]}")
-        # before opset 13 Softmax's axis defaults to 1 (and flattens from it): only an explicit last axis is ours
-        axis = int(_node(m, "softmax").attr("axis", -1 if version >= SOFTMAX_LAST_AXIS_OPSET else 1))
-        if axis not in (-1, 3):
-            return m.skip(f"Softmax over axis {axis}, not the last")
-        scale = 1.0
-        if m.get("scale") is not None:
-            c = scalar(m["scale"].value)
-            if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
-                return m.skip("the scale is not a positive one-element float32 constant")
-            scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
+        scale, why = _softmax_scale(m, version)
+        if scale is None:
+            return m.skip(why)
         heads, flat, why = _check_shapes(m, probe, hidden)
         if heads is None:
             return m.skip(why)
@@ -280,6 +273,21 @@ def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
     return n, flats.pop(), ""
 
 
+def _softmax_scale(m: Match, version: int) -> tuple[float | None, str]:
+    """The scores' scale (1.0 without one), or None and the reason the match is not ours: the Softmax
+    must run over the last axis — before opset 13 its axis defaults to 1 (and flattens from it), so
+    only an explicit last axis counts — and a scale must be a positive one-element float32 constant."""
+    axis = int(_node(m, "softmax").attr("axis", -1 if version >= SOFTMAX_LAST_AXIS_OPSET else 1))
+    if axis not in (-1, 3):
+        return None, f"Softmax over axis {axis}, not the last"
+    if m.get("scale") is None:
+        return 1.0, ""
+    c = scalar(m["scale"].value)
+    if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
+        return None, "the scale is not a positive one-element float32 constant"
+    return (1.0 / c if _node(m, "scaled").op == "Div" else c), ""
+
+
 def _cross_rule(model: Model, probe: ShapeProbe):
     version = opset_version(model)
     summed: dict[tuple[int, int], Value] = {}
@@ -297,15 +305,9 @@ def _cross_rule(model: Model, probe: ShapeProbe):
                   for t in "qkv"]
         if any(b.dtype != np.float32 or b.shape != (hidden,) for b in biases):
             return m.skip(f"the biases are not float32 vectors of size {hidden}: {[b.shape for b in biases]}")
-        axis = int(_node(m, "softmax").attr("axis", -1 if version >= SOFTMAX_LAST_AXIS_OPSET else 1))
-        if axis not in (-1, 3):
-            return m.skip(f"Softmax over axis {axis}, not the last")
-        scale = 1.0
-        if m.get("scale") is not None:
-            c = scalar(m["scale"].value)
-            if c is None or not c > 0 or np.asarray(m.array("scale")).dtype != np.float32:
-                return m.skip("the scale is not a positive one-element float32 constant")
-            scale = 1.0 / c if _node(m, "scaled").op == "Div" else c
+        scale, why = _softmax_scale(m, version)
+        if scale is None:
+            return m.skip(why)
         heads, flat, why = _cross_shapes(m, probe, hidden)
         if heads is None:
             return m.skip(why)
