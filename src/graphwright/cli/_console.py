@@ -47,8 +47,6 @@ def stderr() -> Console:
     return _Console(stderr=True, highlight=False)
 
 
-
-
 _QUOTED = re.compile(r"'[^']*'")
 
 
