@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -98,3 +104,39 @@ def test_cli_rejects_unknown_inputs_and_bad_counts(tmp_path: Path) -> None:
         _cli(["calibrate", str(EXAMPLE), str(tmp_path / "log"), "--num", "1"])
     assert input_specs(EXAMPLE)[0].name == "input"
     assert not (tmp_path / "log").exists()
+
+
+@pytest.mark.tf
+def test_progress_reports_samples_as_they_finish_and_the_bar_is_on_a_terminal_only(tmp_path: Path) -> None:
+    """``on_progress`` sees the finished-sample count rise to the total (never past it, never down);
+    the command draws a bar with an ETA under a pseudo-terminal and nothing but its result line in a pipe."""
+    _, logged = _prepare(tmp_path)
+    seen: list[tuple[int, int]] = []
+    report = calibrate(logged, tmp_path / "a.log", random_samples([SPEC], 12, 0), outputs=["Identity"],
+                       on_progress=lambda done, total, what: seen.append((done, total)))
+    assert report.samples == 12 and seen and seen[-1] == (12, 12)
+    assert all(t == 12 for _, t in seen) and [d for d, _ in seen] == sorted({d for d, _ in seen})
+
+    argv = [sys.executable, "-m", "graphwright.cli.main", "calibrate", str(logged), str(tmp_path / "b.log"),
+            "--inputs", "input", "--outputs", "Identity", "--num", "40", "--seed", "1"]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command on a terminal
+        os.execvp(argv[0], argv)
+    shown = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], 300)
+        if not ready:
+            break
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.waitpid(pid, 0)
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode("utf-8", "replace"))
+    assert re.search(r"calibrating: sample [0-9]+ of 40 [━╸╺ ]+ [0-9]+/40", plain), plain[-1500:]
+    piped = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0 and "\x1b[" not in piped.stdout + piped.stderr
+    assert "calibrating" not in piped.stderr and piped.stdout.startswith("ran 40 sample(s)")

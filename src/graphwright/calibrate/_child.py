@@ -32,6 +32,7 @@ def main(job_dir: str) -> int:
                     feeds = {name: npz[f"f{k}"] for k, name in enumerate(job["inputs"])}
                 session.run(feeds, job["outputs"] or None)
                 sys.stderr.flush()
+                (folder / "progress").write_text(str(i + 1), encoding="utf-8")  # polled by the parent
         finally:
             session.close()
     except GraphwrightError as e:

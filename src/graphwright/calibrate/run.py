@@ -20,7 +20,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,8 +56,11 @@ def calibrate(
     *,
     outputs: Sequence[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    on_progress: Callable[[int, int, str], None] | None = None,
 ) -> CalibrationReport:
-    """Run ``logged_graph`` in TensorFlow once per sample; write the Print lines to ``log_out``."""
+    """Run ``logged_graph`` in TensorFlow once per sample; write the Print lines to ``log_out``.
+
+    ``on_progress(done, total, what)`` is called as samples finish (polled a few times a second)."""
     graph_path = Path(logged_graph)
     model = load(graph_path)
     if model.format != "graphdef":
@@ -85,7 +89,7 @@ def calibrate(
             arrays: dict[str, Any] = {f"f{k}": np.asarray(sample[n]) for k, n in enumerate(names)}
             np.savez(folder / f"sample_{i}.npz", **arrays)
         stderr_path = folder / "stderr.txt"
-        _run_child(folder, stderr_path, timeout)
+        _run_child(folder, stderr_path, timeout, len(samples), on_progress)
         lines = [ln for ln in stderr_path.read_text(encoding="utf-8", errors="replace").splitlines()
                  if PRINT_MARKER in ln]
     if not lines:
@@ -98,17 +102,37 @@ def calibrate(
     return CalibrationReport(len(samples), len(lines), logged, os.fspath(log_out))
 
 
-def _run_child(folder: Path, stderr_path: Path, timeout: float) -> None:
+def _run_child(folder: Path, stderr_path: Path, timeout: float, total: int,
+               on_progress: Callable[[int, int, str], None] | None) -> None:
     env = dict(os.environ)
     env["TF_CPP_MIN_LOG_LEVEL"] = "0"  # Print logs at INFO level
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     code = "import sys; from graphwright.calibrate._child import main; sys.exit(main(sys.argv[1]))"
+    progress, shown = folder / "progress", -1
+    deadline = time.monotonic() + timeout
     with open(stderr_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.DEVNULL,
+                                stderr=err, env=env)
         try:
-            proc = subprocess.run([sys.executable, "-c", code, str(folder)], stdout=subprocess.DEVNULL,
-                                  stderr=err, env=env, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            raise VerificationError(f"calibrate: TensorFlow did not finish within {timeout:g} s") from None
+            while True:
+                try:
+                    proc.wait(timeout=0.25)
+                    finished = True
+                except subprocess.TimeoutExpired:
+                    finished = False
+                if on_progress is not None:
+                    done = int(progress.read_text(encoding="utf-8") or 0) if progress.exists() else 0
+                    if done != shown:
+                        shown = done
+                        on_progress(done, total, f"sample {done} of {total}")
+                if finished:
+                    break
+                if time.monotonic() > deadline:
+                    raise VerificationError(f"calibrate: TensorFlow did not finish within {timeout:g} s")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     done = folder / "done.json"
     if done.exists():
         error = json.loads(done.read_text(encoding="utf-8"))["error"]

@@ -22,6 +22,7 @@ from ..calibrate import (
 from ..errors import VerificationError
 from ..formats.files import same_file
 from ..runtime import input_specs
+from ._console import progress_callback
 
 #: Random samples run when neither --data nor --num is given.
 DEFAULT_NUM_RANDOM = 10
@@ -68,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
         samples = load_samples(args.data, specs, num=args.num, image_mean=args.image_mean, image_std=args.image_std)
     else:
         samples = random_samples(specs, DEFAULT_NUM_RANDOM if args.num is None else args.num, args.seed)
-    report = calibrate(args.logged_graph, args.log_out, samples, outputs=_names(args.outputs) or None)
+    with progress_callback("calibrating") as on_progress:  # a bar with ETA on a terminal only
+        report = calibrate(args.logged_graph, args.log_out, samples, outputs=_names(args.outputs) or None,
+                           on_progress=on_progress)
     print(f"ran {report.samples} sample(s); wrote {report.log_lines} range line(s) for "
           f"{len(report.nodes_logged)} node(s) to {report.log_path}")
     return 0
