@@ -246,18 +246,11 @@ def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
     if len(heads) != 1:
         return None, False, f"q, k and v split into different heads: {sorted(heads)}"
     ((n, d),) = heads
-    merge = m.node
-    assert merge is not None
-    before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
-    if before is None or after is None:
-        return None, False, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
-    flats = set()
-    for b, a, xs in zip(before, after, runs, strict=True):
-        flats.add(a == (xs[0] * xs[1], n * d))
-        if b != (xs[0], xs[1], n, d) or a not in ((xs[0], xs[1], n * d), (xs[0] * xs[1], n * d)):
-            return None, False, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d) or (B·S, N·d)"
+    flats, why = _merge_flattens(m, probe, runs, n, d)
+    if flats is None:
+        return None, False, why
     if len(flats) != 1:
-        return None, False, f"{merge.name!r} flattens the batch at one size and not at the other"
+        return None, False, f"{m.node.name!r} flattens the batch at one size and not at the other"
     names = [f"mask{i}" for i in range(2) if m.get(f"mask{i}") is not None]
     if names:
         found = [probe.shapes(m[name].value) for name in names]  # type: ignore[arg-type]
@@ -271,6 +264,23 @@ def _check_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
             if shape[0] not in (1, xs[0]) or shape[1] not in (1, n) or shape[2:] != (xs[1], xs[1]):
                 return None, False, f"the mask of shape {shape} is not (B or 1, N or 1, S, S) for x of shape {xs}"
     return n, flats.pop(), ""
+
+
+def _merge_flattens(m: Match, probe: ShapeProbe, runs: list, n: int, d: int) -> tuple[set[bool] | None, str]:
+    """Whether the head merge (the match's root) flattens the batch, at each probed size ``runs``
+    (the query's (B, S) first): it must take (B, S, N, d) to (B, S, N·d) or (B·S, N·d); None and
+    the reason otherwise."""
+    merge = m.node
+    assert merge is not None
+    before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
+    if before is None or after is None:
+        return None, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
+    flats = set()
+    for b, a, xs in zip(before, after, runs, strict=True):
+        flats.add(a == (xs[0] * xs[1], n * d))
+        if b != (xs[0], xs[1], n, d) or a not in ((xs[0], xs[1], n * d), (xs[0] * xs[1], n * d)):
+            return None, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d) or (B·S, N·d)"
+    return flats, ""
 
 
 def _softmax_scale(m: Match, version: int) -> tuple[float | None, str]:
@@ -361,16 +371,9 @@ def _cross_shapes(m: Match, probe: ShapeProbe, hidden: int) -> tuple[int | None,
     if len(heads) != 1:
         return None, False, f"q, k and v split into different heads: {sorted(heads)}"
     ((n, d),) = heads
-    merge = m.node
-    assert merge is not None
-    before, after = probe.shapes(merge.inputs[0]), probe.shapes(merge.output)  # type: ignore[arg-type]
-    if before is None or after is None:
-        return None, False, f"the runtime shapes around {merge.name!r} are unknown ({probe.error or 'not probed'})"
-    flats = set()
-    for b, a, xs in zip(before, after, xq, strict=True):
-        flats.add(a == (xs[0] * xs[1], n * d))
-        if b != (xs[0], xs[1], n, d) or a not in ((xs[0], xs[1], n * d), (xs[0] * xs[1], n * d)):
-            return None, False, f"{merge.name!r} takes {b} to {a}, not (B, S, N, d) to (B, S, N·d) or (B·S, N·d)"
+    flats, why = _merge_flattens(m, probe, xq, n, d)
+    if flats is None:
+        return None, False, why
     if len(flats) != 1 or any(q[0] != k[0] for q, k in zip(xq, xkv, strict=True)):
         return None, False, "the merge or the batch of q and k/v differ between the two sizes"
     names = [f"mask{i}" for i in range(2) if m.get(f"mask{i}") is not None]
