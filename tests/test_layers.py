@@ -36,7 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("formats", "patterns"),                          # readers/writers; the rewrite engine
     ("runtime",),                                     # backends, feeds, NumPy/ORT/TF evaluation
     ("transforms", "verify"),                         # graph rewrites; comparing two models
-    ("simplify", "inspect", "extract", "calibrate", "diff"),  # policies and tools over those
+    ("simplify", "inspect", "extract", "calibrate", "diff", "quantize"),  # policies and tools over those
     ("batch",),                                       # many models in worker processes, over the policies
     (PACKAGE,),                                       # graphwright/__init__.py: the public facade
     ("cli",),                                         # the command line

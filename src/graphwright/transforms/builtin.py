@@ -57,7 +57,9 @@ from .fuse import (  # noqa: F401
 from .inline import inline_constant_if_onnx, inline_local_functions_onnx, inline_partitionedcall_tf  # noqa: F401
 from .quantize import (  # noqa: F401
     freeze_requantization_ranges,
+    quantize_dynamic,
     quantize_nodes,
+    quantize_static,
     quantize_weights,
     round_weights,
     sparsify_gather_tf,

@@ -22,7 +22,10 @@ Graph Transform Tool's.  At run time ``MIN_FIRST`` dequantization gives back
 from the original.  O(N + weights).
 
 For ONNX models (see :mod:`.quantize_weights_onnx`) the same transform stores
-large float initializers as int8 with a ``DequantizeLinear``.
+large float initializers as int8 with a ``DequantizeLinear`` — or, with ``bits=4``, MatMul
+weights as int4 blocks of ``block_size`` (``DequantizeLinear(block_size=…)`` at opset 21, or
+onnxruntime's ``MatMulNBits`` with ``target=onnxruntime``).  For TFLite models (see
+:mod:`.weights_tflite`) it stores weights as int8 (or float16) with the converter's conventions.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, Tensor, constant_value
 from ..context import TransformContext
 from ..registry import TransformResult, transform
+from .options import QuantOptions
 from .quantize_weights_onnx import quantize_onnx_initializers
+from .weights_tflite import quantize_weights_tflite
 
 __all__ = ["DEFAULT_MINIMUM_SIZE", "quantize_min_first", "quantize_weights", "weight_range"]
 
@@ -43,13 +48,25 @@ DEFAULT_MINIMUM_SIZE = 1024
 _LEVELS = 256
 
 
-@transform("quantize_weights", dialects={"tf", "onnx"})
-def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int = DEFAULT_MINIMUM_SIZE) -> TransformResult:
+@transform("quantize_weights", dialects={"tf", "onnx", "tflite"})
+def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int = DEFAULT_MINIMUM_SIZE,
+                     bits: int = 8, block_size: int = 128, symmetric: bool = True, target: str = "generic",
+                     weight_type: str = "", exclude_ops: list[str] | None = None,
+                     exclude_nodes: list[str] | None = None) -> TransformResult:
     """Store float Consts with at least minimum_size elements as quint8 + Dequantize(MIN_FIRST)."""
     if minimum_size < 0:
         raise TransformError(f"quantize_weights: minimum_size must be >= 0, got {minimum_size}")
-    if model.format == "onnx":
-        return quantize_onnx_initializers(model, minimum_size=minimum_size)
+    if bits not in (4, 8):
+        raise TransformError(f"quantize_weights: bits must be 4 or 8, got {bits}")
+    if model.format in ("onnx", "tflite"):
+        options = QuantOptions.build(weight_type=weight_type or ("int4" if bits == 4 else "int8"),
+                                     block_size=block_size, symmetric_weights=symmetric, target=target,
+                                     exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
+        if model.format == "tflite":
+            return quantize_weights_tflite(model, options)
+        return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options)
+    if bits != 8:
+        raise TransformError("quantize_weights: GraphDefs store eight-bit weights only (bits=8)")
     graph = model.graph
     quantized = elements = bytes_before = 0
     for node in list(graph):

@@ -20,6 +20,7 @@ import numpy as np
 from ...ir import Attr, DType, Model, Node, Tensor, Value
 from .._onnx import opset_version
 from ..registry import TransformResult
+from .options import QuantOptions
 
 __all__ = ["quantize_onnx_initializers", "symmetric_int8"]
 
@@ -40,7 +41,7 @@ def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np
     return codes, np.asarray(scale, np.float32)
 
 
-def quantize_onnx_initializers(model: Model, *, minimum_size: int) -> TransformResult:
+def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: QuantOptions | None = None) -> TransformResult:
     """The ONNX side of ``quantize_weights`` (see the module docstring)."""
     opset = opset_version(model, default=PER_CHANNEL_OPSET)  # none imported: as before, assume 13
     if opset < 10:

@@ -1,0 +1,1 @@
+"""Calibration shared by every format: data, streaming statistics, range methods."""
