@@ -1,14 +1,323 @@
-"""Placeholder: being written (see quantize_static / quantize_dynamic / quantize_weights)."""
+"""quantize_dynamic on ONNX: int8 weights, uint8 activations quantized at run time.
+
+The graph ``onnxruntime.quantization.quantize_dynamic`` writes, with the same parameters::
+
+  MatMul(x, W)  ->  DynamicQuantizeLinear(x) -> (x_q, x_s, x_zp)
+                    MatMulInteger(x_q, W_q, x_zp, W_zp) -> Cast(float) -> Mul(., Mul(x_s, W_s)) = y
+  Gemm(x, W, b) ->  the same on MatMul(x, W) [+ Add(., b)]   (alpha = beta = 1, transA = 0;
+                    transB = 1 reads a transposed copy ``W_Transposed`` of the initializer)
+  Conv(x, W, b) ->  DynamicQuantizeLinear(x), ConvInteger(x_q, W_q, x_zp, W_zp) -> Cast -> Mul
+                    [+ Add(., Reshape(b, [1, -1, 1, ...]))]   (W per tensor, as onnxruntime)
+  Gather(T, ids) -> Gather(T_q: uint8, ids) -> DequantizeLinear(., T_s, T_zp)   (T per tensor)
+
+onnxruntime's graph optimizer fuses the MatMul form into ``DynamicQuantizeMatMul`` /
+``MatMulIntegerToFloat``.  Parameters follow onnxruntime's ``quantize_data``: the range is the
+weight's own ``[min(W, 0), max(W, 0)]``; int8 symmetric ``s = 2·max|W| / 254`` (in float64,
+stored as float32), zero point 0; uint8 (or ``symmetric_weights=False``)
+``s = (max - min) / 255``, ``zp = round(-min / s)``; codes ``clip(round_half_even(W / s) + zp)``.
+Per channel (``per_channel``) a MatMul weight has one scale per output column (its last
+axis).  One ``DynamicQuantizeLinear`` serves every reader of the same activation; a weight read
+by several nodes is quantized once.  Only the main graph is quantized (subgraphs stay float, as
+onnxruntime by default).  LSTM and the ``com.microsoft`` Attention / EmbedLayerNormalization
+ops stay float, each with a note.  O(N + weights).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+
 from ...errors import TransformError
-from ...ir import Model
+from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, constant_value
+from .._onnx import Names, is_standard, opset_version
 from ..registry import TransformResult
 from .options import QuantOptions
 
-__all__ = ["quantize_dynamic_onnx"]
+__all__ = ["quantize_dynamic_onnx", "quantize_linear_params"]
+
+#: First opset with DynamicQuantizeLinear (onnxruntime's fused dynamic form).
+DYNAMIC_OPSET = 11
+_ONNX_FLOAT = 1
+#: A node that is not a quantization candidate (quietly left alone, as onnxruntime does).
+_NOT_A_WEIGHT = "not a weight"
+_LEFT_FLOAT = {"LSTM": "LSTM is left float (DynamicQuantizeLSTM is not written)",
+               "Attention": "com.microsoft Attention is left float (QAttention is not written)",
+               "EmbedLayerNormalization": "com.microsoft EmbedLayerNormalization is left float"}
+
+
+@dataclass(frozen=True)
+class _Quantized:
+    """A quantized tensor: its integer codes, scale and zero point values."""
+
+    codes: Value
+    scale: Value
+    zero_point: Value
+
+
+def quantize_linear_params(values: np.ndarray, dtype: str, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, float32 scale, zero point) of ``values`` on one tensor, as onnxruntime's ``quantize_data``."""
+    data = np.asarray(values, np.float32).reshape(-1)
+    lo = np.minimum(data.min(initial=0.0), np.float32(0)) if data.size else np.float32(0)
+    hi = np.maximum(data.max(initial=0.0), np.float32(0)) if data.size else np.float32(0)
+    qtype = np.int8 if dtype == "int8" else np.uint8
+    if symmetric:
+        qmin, qmax = (-127, 127) if qtype is np.int8 else (0, 255)
+        peak = max(abs(lo), abs(hi))
+        lo, hi = -peak, peak
+    else:
+        qmin, qmax = (-128, 127) if qtype is np.int8 else (0, 255)
+    scale64 = (np.float64(hi) - np.float64(lo)) / (qmax - qmin)
+    if scale64 < np.finfo(np.float32).tiny:
+        scale, zero_point = np.float32(1.0), 0
+    else:
+        zero_point = round((qmin + qmax) / 2.0) if symmetric else np.round(qmin - np.float64(lo) / scale64)
+        scale = np.float32(scale64)
+    codes = np.clip(np.round(np.asarray(values, np.float32) / scale) + np.float32(zero_point),
+                    *((-128, 127) if qtype is np.int8 else (0, 255)))
+    return codes.astype(qtype), np.asarray(scale, np.float32), np.asarray(zero_point, qtype)
 
 
 def quantize_dynamic_onnx(model: Model, options: QuantOptions) -> TransformResult:
-    raise TransformError("quantize_dynamic_onnx is not written yet")
+    """The ONNX side of ``quantize_dynamic`` (see the module docstring)."""
+    if options.weight_type not in ("int8", "uint8"):
+        raise TransformError(f"quantize_dynamic on ONNX stores weights as int8 or uint8, not {options.weight_type}; "
+                             "use quantize_weights for 4-bit weights")
+    opset = opset_version(model, default=DYNAMIC_OPSET)
+    if opset < DYNAMIC_OPSET:
+        raise TransformError(f"quantize_dynamic needs opset >= {DYNAMIC_OPSET} (DynamicQuantizeLinear); "
+                             f"the model imports opset {opset}: convert it to a newer opset first")
+    run = _Dynamic(model, options)
+    run.rewrite_gemms()
+    for node in list(model.graph):
+        run.visit(node)
+    run.drop_unused()
+    counts = run.counts
+    stats = {"nodes_quantized": sum(counts.values()), **{f"{op}_quantized": n for op, n in sorted(counts.items())},
+             "nodes_left_float": len(run.notes)}
+    return TransformResult(bool(counts), stats, run.notes)
+
+
+class _Dynamic:
+    """One quantize_dynamic run over a model's main graph."""
+
+    def __init__(self, model: Model, options: QuantOptions) -> None:
+        self.graph: Graph = model.graph
+        self.options = options
+        self.names = Names(model)
+        self.symmetric = options.symmetric_weights
+        self.activations: dict[Value, _Quantized] = {}
+        self.weights: dict[Value, _Quantized] = {}
+        self.transposed: dict[Value, Value] = {}
+        self.dequantized: list[Node] = []
+        self.counts: dict[str, int] = {}
+        self.notes: list[str] = []
+
+    # -- Gemm -> MatMul (+ Add), as onnxruntime does before quantizing -------------
+    def rewrite_gemms(self) -> None:
+        for node in list(self.graph):
+            if node.op != "Gemm" or not is_standard(node) or self.options.excluded(node.op, node.name):
+                continue
+            if (node.attr("alpha", 1.0), node.attr("beta", 1.0), node.attr("transA", 0)) != (1.0, 1.0, 0):
+                self.notes.append(f"{node.name}: Gemm with alpha/beta != 1 or transA left float")
+                continue
+            weight = node.inputs[1]
+            if _float_weight(weight) is None:
+                self.notes.append(f"{node.name}: Gemm with a non-constant B left float")
+                continue
+            if node.attr("transB", 0):
+                weight = self._transposed(weight)
+            self._gemm_to_matmul(node, weight)
+
+    def _transposed(self, weight: Value) -> Value:
+        if weight not in self.transposed:
+            array = np.ascontiguousarray(constant_value(weight).numpy().T)
+            value = Value(self.names.fresh(f"{weight.name}_Transposed"), const=Tensor.from_numpy(array, DType.FLOAT32))
+            self.transposed[weight] = self.graph.add_initializer(value)
+        return self.transposed[weight]
+
+    def _gemm_to_matmul(self, gemm: Node, weight: Value) -> None:
+        out = gemm.output
+        bias = gemm.inputs[2] if len(gemm.inputs) > 2 else None
+        name = gemm.name
+        mm_out = Value(self.names.fresh(f"{out.name}_MatMul") if bias is not None else "", out.dtype)
+        matmul = Node("MatMul", [gemm.inputs[0], weight], dialect="onnx", name=f"{name}_MatMul", outputs=[mm_out])
+        nodes = [matmul]
+        if bias is not None:
+            nodes.append(Node("Add", [mm_out, bias], dialect="onnx", name=f"{name}_Add",
+                              outputs=[Value("", out.dtype, out.shape)]))
+        else:
+            mm_out.shape = out.shape
+        self.graph.insert_before(gemm, nodes)
+        _take_over(self.graph, gemm, nodes[-1].output)
+
+    # -- per node ----------------------------------------------------------------
+    def visit(self, node: Node) -> None:
+        if not is_standard(node) and node.op not in ("Attention", "EmbedLayerNormalization"):
+            return
+        if node.op in _LEFT_FLOAT:
+            if not self.options.excluded(node.op, node.name):
+                self.notes.append(f"{node.name}: {_LEFT_FLOAT[node.op]}")
+            return
+        rewrite = {"MatMul": self._matmul, "Conv": self._conv, "Gather": self._gather}.get(node.op)
+        if rewrite is None or self.options.excluded(node.op, node.name):
+            return
+        reason = rewrite(node)
+        if reason is None:
+            self.counts[node.op] = self.counts.get(node.op, 0) + 1
+        elif reason is not _NOT_A_WEIGHT:
+            self.notes.append(f"{node.name}: {node.op} left float ({reason})")
+
+    def _matmul(self, node: Node) -> str | None:
+        x, weight = node.inputs[0], node.inputs[1]
+        array = _float_weight(weight)  # x has the weight's type (ONNX typing): float32
+        if x is None or array is None:
+            return "B is not a float32 initializer"
+        qx = self._activation(node, x)
+        axis = -1 if self.options.per_channel and array.ndim >= 2 else None
+        qw = self._weight(weight, array, axis)
+        self._integer_op(node, "MatMulInteger", qx, qw, {})
+        return None
+
+    def _conv(self, node: Node) -> str | None:
+        x, weight = node.inputs[0], node.inputs[1]
+        array = _float_weight(weight)  # x has the weight's type (ONNX typing): float32
+        if x is None or array is None:
+            return "W is not a float32 initializer"
+        bias = node.inputs[2] if len(node.inputs) > 2 else None
+        qx = self._activation(node, x)
+        qw = self._weight(weight, array, None)  # onnxruntime: ConvInteger weights per tensor
+        attrs = dict(node.attrs)
+        if bias is None:
+            self._integer_op(node, "ConvInteger", qx, qw, attrs)
+            return None
+        out = node.output
+        scaled = self._integer_op(node, "ConvInteger", qx, qw, attrs, final=False)
+        shape = np.ones(array.ndim, np.int64)
+        shape[1] = -1
+        shape_value = self.graph.add_initializer(
+            Value(self.names.fresh(f"{out.name}_bias_reshape_shape"), const=Tensor.from_numpy(shape, DType.INT64)))
+        reshaped = Value(self.names.fresh(f"{out.name}_bias_reshape_output"), bias.dtype)
+        reshape = Node("Reshape", [bias, shape_value], dialect="onnx",
+                       name=self.graph.unique_node_name(f"{out.name}_bias_reshape"), outputs=[reshaped])
+        add = Node("Add", [scaled, reshaped], dialect="onnx", name=self.graph.unique_node_name(f"{out.name}_bias_add"),
+                   outputs=[Value("", out.dtype, out.shape)])
+        self.graph.insert_before(node, [reshape, add])
+        _take_over(self.graph, node, add.output)
+        return None
+
+    def _gather(self, node: Node) -> str | None:
+        table = node.inputs[0]
+        array = _float_weight(table)
+        if array is None:  # a Gather of shapes or of activations: not an embedding, nothing to say
+            return _NOT_A_WEIGHT
+        # onnxruntime quantizes the table as an activation: uint8, asymmetric unless weights are uint8 symmetric
+        symmetric = self.symmetric and self.options.weight_type == "uint8"
+        q = self.weights.get(table) or self._store(table, *quantize_linear_params(array, "uint8", symmetric))
+        self.weights[table] = q
+        out = node.output
+        gathered = Value(self.names.fresh(f"{out.name}_quantized"), DType.UINT8, out.shape)
+        gather = Node("Gather", [q.codes, node.inputs[1]], dialect="onnx", name=node.name, attrs=dict(node.attrs),
+                      outputs=[gathered])
+        dq = Node("DequantizeLinear", [gathered, q.scale, q.zero_point], dialect="onnx",
+                  name=self.graph.unique_node_name(f"{out.name}_DequantizeLinear"),
+                  outputs=[Value("", out.dtype, out.shape)])
+        self.graph.insert_before(node, [gather, dq])
+        _take_over(self.graph, node, dq.output)
+        self.activations[dq.output] = _Quantized(gathered, q.scale, q.zero_point)
+        self.dequantized.append(dq)
+        return None
+
+    # -- pieces ------------------------------------------------------------------
+    def _activation(self, node: Node, x: Value) -> _Quantized:
+        """x as uint8 from its own run-time range: one DynamicQuantizeLinear per value."""
+        if x not in self.activations:
+            outputs = [Value(self.names.fresh(f"{x.name}_quantized"), DType.UINT8, x.shape),
+                       Value(self.names.fresh(f"{x.name}_scale"), DType.FLOAT32, ()),
+                       Value(self.names.fresh(f"{x.name}_zero_point"), DType.UINT8, ())]
+            dql = Node("DynamicQuantizeLinear", [x], dialect="onnx",
+                       name=self.graph.unique_node_name(f"{x.name}_QuantizeLinear"), outputs=outputs)
+            self.graph.insert_before(node, dql)
+            self.activations[x] = _Quantized(*outputs)
+        return self.activations[x]
+
+    def _weight(self, weight: Value, array: np.ndarray, axis: int | None) -> _Quantized:
+        """The weight's int8/uint8 codes, once per initializer (the first reader's granularity wins)."""
+        if weight not in self.weights:
+            dtype = self.options.weight_type
+            if axis is None:
+                codes, scale, zp = quantize_linear_params(array, dtype, self.symmetric)
+            else:
+                codes, scale, zp = _per_channel(array, dtype, self.symmetric, axis % array.ndim)
+            self.weights[weight] = self._store(weight, codes, scale, zp)
+        return self.weights[weight]
+
+    def _store(self, weight: Value, codes: np.ndarray, scale: np.ndarray, zp: np.ndarray) -> _Quantized:
+        qtype = DType.INT8 if codes.dtype == np.int8 else DType.UINT8
+        values = [Value(self.names.fresh(f"{weight.name}{suffix}"), const=Tensor.from_numpy(array, dtype))
+                  for suffix, array, dtype in (("_quantized", codes, qtype), ("_scale", scale, DType.FLOAT32),
+                                               ("_zero_point", zp, qtype))]
+        return _Quantized(*(self.graph.add_initializer(v) for v in values))
+
+    def _integer_op(self, node: Node, op: str, qx: _Quantized, qw: _Quantized, attrs: dict[str, Attr],
+                    *, final: bool = True) -> Value:
+        """``op`` on integers, Cast to float, times ``x_s · w_s``; takes over ``node``'s output when final."""
+        out = node.output
+        base = node.name or out.name
+        acc = Value(self.names.fresh(f"{out.name}_output_quantized"), DType.INT32)
+        integer = Node(op, [qx.codes, qw.codes, qx.zero_point, qw.zero_point], dialect="onnx",
+                       name=self.graph.unique_node_name(f"{base}_quant"), attrs=attrs, outputs=[acc])
+        as_float = Value(self.names.fresh(f"{acc.name}_cast_output"), DType.FLOAT32)
+        cast = Node("Cast", [acc], dialect="onnx", name=self.graph.unique_node_name(f"{acc.name}_cast"),
+                    attrs={"to": Attr.int(_ONNX_FLOAT)}, outputs=[as_float])
+        scales_name = f"{integer.name}_scales_mul"
+        scales = Value(self.names.fresh(f"{scales_name}:0"), DType.FLOAT32, qw.scale.shape)
+        scales_mul = Node("Mul", [qx.scale, qw.scale], dialect="onnx", name=self.graph.unique_node_name(scales_name),
+                          outputs=[scales])
+        name = f"{integer.name}_output_scale_mul"
+        result = Value("" if final else self.names.fresh(f"{out.name}quant_scaled_output"), DType.FLOAT32,
+                       out.shape if final else None)
+        output_mul = Node("Mul", [as_float, scales], dialect="onnx", name=self.graph.unique_node_name(name),
+                          outputs=[result])
+        self.graph.insert_before(node, [integer, cast, scales_mul, output_mul])
+        if final:
+            _take_over(self.graph, node, result)
+        return result
+
+    def drop_unused(self) -> None:
+        """Float weights nobody reads any more, and DequantizeLinears only quantized readers needed: removed."""
+        for dq in self.dequantized:
+            if dq.output.num_uses == 0 and not dq.output.is_graph_output:
+                self.graph.remove(dq)
+        for weight in [*self.transposed, *self.weights]:
+            if weight.num_uses == 0 and not weight.is_graph_output and weight.is_initializer:
+                self.graph.remove_initializer(weight)
+
+
+def _per_channel(array: np.ndarray, dtype: str, symmetric: bool, axis: int) -> tuple[np.ndarray, ...]:
+    """Per-slice parameters along ``axis`` (scales and zero points of shape ``[C]``)."""
+    parts = [quantize_linear_params(np.take(array, i, axis=axis), dtype, symmetric) for i in range(array.shape[axis])]
+    codes = np.stack([p[0] for p in parts], axis=axis)
+    return codes, np.stack([p[1] for p in parts]), np.stack([p[2] for p in parts])
+
+
+def _float_weight(value: Value | None) -> np.ndarray | None:
+    """The float32 initializer array behind ``value`` (not an overridable graph input), or None."""
+    if value is None or value.is_graph_input or not value.is_initializer:
+        return None
+    tensor = value.const
+    if tensor is None or tensor.dtype is not DType.FLOAT32:
+        return None
+    return tensor.numpy()
+
+
+def _take_over(graph: Graph, node: Node, result: Value) -> None:
+    """``result`` replaces ``node``'s output (and takes its name); ``node`` is removed."""
+    old = node.output
+    name = old.name
+    old.name = f"{name}__replaced"
+    result.name = name
+    if result.shape is None:
+        result.shape = old.shape
+    old.replace_all_uses_with(result)
+    graph.remove(node)
