@@ -1,0 +1,298 @@
+"""graphwright quantize against onnxruntime.quantization on ONNX models, side by side in one run on
+the same data (issue 14, "Anchors to beat").
+
+Usage:  python benchmarks/quantize_onnx.py [--models resnet50,bert_base,...] [--modes static,dynamic,int4]
+                                           [--calib 200] [--eval 100] [--runs 20] [--json out.json]
+
+Models: tests/models ``quant_corpus`` (``onnx_<name>``: torchvision ResNet50, MobileNetV3-Large,
+EfficientNet-B0, ViT-B/16 at 224; BERT-base masked-LM and GPT-2 small LM from their configs; random
+weights with randomized biases and norms; built on first use).  Data: ``samples(meta, "calib")``
+(natural-image-like smooth noise / Zipf token ids; every tool calibrates on the same samples) and
+the held-out ``"eval"`` split for the accuracy columns.
+
+Tools per mode:
+* ``static`` (QDQ, int8 activations and per-channel int8 weights): onnxruntime's ``quantize_static``
+  with MinMax, Entropy and Percentile calibration, on the model ``quant_pre_process`` made (the
+  documented flow; its time is the ``ort-preprocess`` row); graphwright with minmax, entropy,
+  percentile and mse.
+* ``dynamic``: ``quantize_dynamic`` (int8 weights) vs graphwright dynamic.
+* ``int4``: ``MatMulNBitsQuantizer`` (4-bit, block 128, symmetric) vs graphwright weights int4
+  ``--target onnxruntime``.
+
+Columns: top-1 agreement with the float model (raw, and on logits centred by the float model's
+mean over the eval split — random-weight models put most inputs in a few classes, the centred view
+shows whether the input-dependent part survives), SQNR dB of the output over the whole eval split,
+max abs error, quantization time (wall, this process), file size, onnxruntime latency (median of
+``--runs`` batch-1 runs, default session options, after a warm-up) and its ratio to the float
+model.  A tool that fails is a row with its error, not a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.models.build_quant_corpus import quant_model, samples
+
+MODELS = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "vit_b_16", "bert_base", "gpt2")
+MODES = ("static", "dynamic", "int4")
+CALIB_BATCH = 8
+
+
+@dataclass
+class Row:
+    model: str
+    mode: str
+    tool: str
+    status: str = "ok"
+    quant_s: float | None = None
+    size: int | None = None
+    top1: float | None = None
+    top1_centred: float | None = None
+    sqnr_db: float | None = None
+    max_abs: float | None = None
+    latency_ms: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+# -- metrics shared with quantize_tflite.py -----------------------------------------------------------
+def accuracy(reference: np.ndarray, got: np.ndarray) -> dict[str, float]:
+    """Top-1 agreement (raw and centred), SQNR dB and max abs error of ``got`` against ``reference``
+    (both [rows, classes] after flattening the leading axes)."""
+    ref = reference.reshape(-1, reference.shape[-1]).astype(np.float64)
+    out = got.reshape(-1, got.shape[-1]).astype(np.float64)
+    centre = ref.mean(axis=0)
+    noise = float(np.sum((ref - out) ** 2))
+    return {
+        "top1": float(np.mean(ref.argmax(-1) == out.argmax(-1))),
+        "top1_centred": float(np.mean((ref - centre).argmax(-1) == (out - centre).argmax(-1))),
+        "sqnr_db": float(10 * np.log10(np.sum(ref ** 2) / noise)) if noise > 0 else float("inf"),
+        "max_abs": float(np.max(np.abs(ref - out))),
+    }
+
+
+def median_ms(run: Callable[[], Any], runs: int) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def file_size(path: Path) -> int:
+    """Bytes of a model file and its external data files next to it."""
+    own = path.stat().st_size
+    data = [p for p in path.parent.iterdir() if p != path and p.name.startswith(path.name)]
+    return own + sum(p.stat().st_size for p in data)
+
+
+def attempt(row: Row, fn: Callable[[], Any]) -> Any:
+    """Run ``fn``; a failure becomes the row's status (its first line) and None."""
+    try:
+        return fn()
+    except Exception as exc:  # every tool's failure is a result
+        row.status = f"failed: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
+        row.notes["traceback"] = traceback.format_exc(limit=3)[-1500:]
+        return None
+
+
+def print_table(rows: list[Row], anchors: Callable[[Row], bool]) -> None:
+    """The rows, then the ratio view: each graphwright row against the best anchor of its model and mode."""
+    head = f"{'model':<20} {'mode':<8} {'tool':<22} {'top1':>6} {'top1c':>6} {'SQNR':>6} {'maxabs':>9} " \
+           f"{'quant s':>8} {'MB':>7} {'ms':>8}  status"
+    print(head)
+
+    def fmt(v: float | None, spec: str) -> str:
+        return "-" if v is None else format(v, spec)
+
+    for r in rows:
+        print(f"{r.model:<20} {r.mode:<8} {r.tool:<22} {fmt(r.top1, '6.3f')} {fmt(r.top1_centred, '6.3f')} "
+              f"{fmt(r.sqnr_db, '6.1f')} {fmt(r.max_abs, '9.4f')} {fmt(r.quant_s, '8.2f')} "
+              f"{fmt(None if r.size is None else r.size / 1e6, '7.2f')} {fmt(r.latency_ms, '8.2f')}  {r.status}")
+    print("\nratio view: graphwright / best anchor (SQNR as a difference in dB; time, size, latency as ratios)")
+    for key in sorted({(r.model, r.mode) for r in rows}):
+        group = [r for r in rows if (r.model, r.mode) == key and r.status == "ok" and r.sqnr_db is not None]
+        theirs = [r for r in group if anchors(r)]
+        ours = [r for r in group if r.tool.startswith("graphwright")]
+        if not theirs or not ours:
+            continue
+        best = max(theirs, key=lambda r: r.sqnr_db)
+        for r in ours:
+            ratio = {k: (getattr(r, k) / getattr(best, k)) if getattr(r, k) and getattr(best, k) else None
+                     for k in ("quant_s", "size", "latency_ms")}
+            print(f"{key[0]:<20} {key[1]:<8} {r.tool:<22} vs {best.tool:<22} dSQNR {r.sqnr_db - best.sqnr_db:+6.1f} "
+                  f"dtop1 {r.top1 - best.top1:+.3f} dtop1c {r.top1_centred - best.top1_centred:+.3f} "
+                  f"time x{fmt(ratio['quant_s'], '.2f')} size x{fmt(ratio['size'], '.2f')} "
+                  f"latency x{fmt(ratio['latency_ms'], '.2f')}")
+
+
+# -- onnxruntime -----------------------------------------------------------------------------------------
+def session(path: Path) -> Any:
+    import onnxruntime as ort  # lazy: keeps --help fast
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+
+
+def outputs(path: Path, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
+    sess = session(path)
+    return np.concatenate([sess.run(None, f)[0] for f in feeds])
+
+
+def latency(path: Path, feed: dict[str, np.ndarray], runs: int) -> float:
+    sess = session(path)
+    return median_ms(lambda: sess.run(None, feed), runs)
+
+
+class _Reader:
+    """onnxruntime's CalibrationDataReader over a list of feeds."""
+
+    def __init__(self, feeds: list[dict[str, np.ndarray]]) -> None:
+        self.feeds, self.pos = feeds, 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        if self.pos >= len(self.feeds):
+            return None
+        self.pos += 1
+        return self.feeds[self.pos - 1]
+
+    def rewind(self) -> None:
+        self.pos = 0
+
+
+def ort_static(method: str) -> Callable[[Path, Path, list[dict[str, np.ndarray]]], None]:
+    def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
+        from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static  # lazy
+
+        quantize_static(str(src), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=getattr(CalibrationMethod, method))
+    return run
+
+
+def ort_dynamic(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
+    from onnxruntime.quantization import quantize_dynamic  # lazy
+
+    quantize_dynamic(str(src), str(dst))
+
+
+def ort_int4(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
+    import onnx  # lazy
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer  # lazy
+
+    quantizer = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=128, is_symmetric=True)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(dst), use_external_data_format=False)
+
+
+# -- graphwright --------------------------------------------------------------------------------------------
+def graphwright_tool(mode: str, method: str | None = None) -> Callable[[Path, Path, list[dict[str, np.ndarray]]], None]:
+    """graphwright's public API, ``graphwright.quantize.quantize``, on the float file and the same
+    calibration samples (all of them calibrate: ``report=False`` holds none out)."""
+    def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
+        import graphwright as gw  # lazy: measured with the tool
+        from graphwright.quantize import quantize  # lazy: measured with the tool
+
+        kwargs: dict[str, Any] = {"mode": mode, "report": False}
+        if method is not None:
+            kwargs.update(samples=calib, calibration_samples=len(calib), method=method)
+        if mode == "int4":
+            kwargs.update(mode="weights", bits=4, block_size=128, target="onnxruntime")
+        model, _ = quantize(str(src), **kwargs)
+        gw.save(model, dst)
+    return run
+
+
+def tools_for(mode: str) -> list[tuple[str, Callable[..., None]]]:
+    if mode == "static":
+        return [*((f"ort-{m.lower()}", ort_static(m)) for m in ("MinMax", "Entropy", "Percentile")),
+                *((f"graphwright-{m}", graphwright_tool("static", m)) for m in ("minmax", "entropy", "percentile", "mse"))]
+    if mode == "dynamic":
+        return [("ort-dynamic", ort_dynamic), ("graphwright-dynamic", graphwright_tool("dynamic"))]
+    return [("ort-matmulnbits4", ort_int4), ("graphwright-int4", graphwright_tool("int4"))]
+
+
+def preprocess(src: Path, dst: Path) -> None:
+    from onnxruntime.quantization.shape_inference import quant_pre_process  # lazy
+
+    quant_pre_process(str(src), str(dst))
+
+
+def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path) -> list[Row]:
+    info = quant_model(f"onnx_{name}")
+    src = info.path
+    calib = samples(info.metadata, "calib", args.calib, batch=CALIB_BATCH)
+    evals = samples(info.metadata, "eval", args.eval)
+    one = evals[0]
+    reference = outputs(src, evals)
+    rows = [Row(name, "float", "float", size=file_size(src), sqnr_db=float("inf"), top1=1.0, top1_centred=1.0,
+                latency_ms=latency(src, one, args.runs))]
+    pre = tmp / f"{name}.pre.onnx"
+    row = Row(name, "prep", "ort-preprocess")
+    start = time.perf_counter()
+    attempt(row, lambda: preprocess(src, pre))
+    row.quant_s = time.perf_counter() - start
+    rows.append(row)
+    anchor_src = pre if row.status == "ok" else src
+    for mode in modes:
+        for tool, fn in tools_for(mode):
+            row = Row(name, mode, tool)
+            dst = tmp / f"{name}.{mode}.{tool}.onnx"
+            start = time.perf_counter()
+            done = attempt(row, lambda fn=fn, tool=tool, dst=dst: fn(anchor_src if tool.startswith("ort") else src,
+                                                                      dst, calib) or True)
+            row.quant_s = time.perf_counter() - start
+            if done:
+                row.size = file_size(dst)
+                got = attempt(row, lambda dst=dst: outputs(dst, evals))
+                if got is not None:
+                    for k, v in accuracy(reference, got).items():
+                        setattr(row, k, v)
+                    row.latency_ms = attempt(row, lambda dst=dst: latency(dst, one, args.runs))
+            print(f"  {name} {mode} {tool}: {row.status} sqnr={row.sqnr_db} t={row.quant_s:.1f}s", flush=True)
+            rows.append(row)
+            for p in tmp.glob(f"{name}.{mode}.{tool}.onnx*"):
+                p.unlink()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--calib", type=int, default=200)
+    parser.add_argument("--eval", type=int, default=100)
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="gw-quant-onnx-") as tmp:
+        for name in args.models.split(","):
+            row = Row(name, "-", "build")
+            got = attempt(row, lambda name=name: bench_model(name, args.modes.split(","), args, Path(tmp)))
+            rows.extend(got if got is not None else [row])
+            if args.json:
+                args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1, default=str))
+    print(f"\nonnxruntime {__import__('onnxruntime').__version__}, {os.cpu_count()} cpus, calib {args.calib}, "
+          f"eval {args.eval}, runs {args.runs}\n")
+    print_table(rows, lambda r: r.tool.startswith("ort-"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
