@@ -24,6 +24,7 @@ from .errors import (
 from .formats import detect_format, load, save, serialize
 from .inspect import summarize
 from .ir import Attr, DType, Graph, Model, Node, Tensor, Value
+from .quantize import quantize
 from .simplify import simplify
 from .transforms import PipelineReport, TransformResult, run_pipeline
 from .transforms import transform as register_transform
@@ -34,7 +35,7 @@ __version__ = "0.1.0"
 transform = run_pipeline
 
 __all__ = [
-    "load", "save", "serialize", "detect_format", "summarize", "simplify", "transform", "run_pipeline",
+    "load", "save", "serialize", "detect_format", "summarize", "simplify", "quantize", "transform", "run_pipeline",
     "register_transform", "TransformResult", "PipelineReport",
     "Attr", "DType", "Graph", "Model", "Node", "Tensor", "Value",
     "GraphwrightError", "ModelLoadError", "ModelSaveError", "GraphCheckError", "TransformError",

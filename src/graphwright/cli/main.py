@@ -22,6 +22,7 @@ from . import (
     diff_cmd,
     extract_cmd,
     inspect_cmd,
+    quantize_cmd,
     run_cmd,
     simplify_cmd,
     transform_cmd,
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff_cmd.add_parser(sub)
     view_cmd.add_parser(sub)
     batch_cmd.add_parser(sub)
+    quantize_cmd.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,321 @@
+"""``quantize``: post-training quantization of an ONNX or TFLite model, with its report.
+
+Steps, for a model file (never modified) or an IR model (copied, never modified):
+
+1. samples: ``samples`` (an iterable of ``{input: array}``, or a callable returning one),
+   ``data`` (a directory of ``.npy``/``.npz``), or — with a loud warning, on stderr and in the
+   report — seeded synthetic inputs.  Every fifth sample is held out for the report (up to
+   ``eval_samples``); the rest (up to ``calibration_samples``) calibrate, streamed.
+2. ranges (static modes): ``ranges`` (a mapping or a ranges file), else calibration statistics
+   collected on the float model and turned into ranges by ``method``.
+3. sensitivity (``keep_float``): the layers ranked by :mod:`.sensitivity` on a few calibration
+   samples; the N most sensitive join ``exclude_nodes``.
+4. the format's quantizing transform (``transforms/quantize``) on a copy.
+5. the report (:mod:`.report`): errors and per-layer SQNR on the held-out samples, sizes,
+   latencies, times.
+
+Modes: ONNX ``static`` (QDQ), ``dynamic``, ``weights`` (``bits`` 8 or 4); TFLite ``int8``
+(alias ``static``), ``16x8``, ``dynamic``, ``weights``.  A GraphDef is refused with the
+eight-bit transforms to use instead.  Cost: calibration O(samples x inference), sensitivity
+O(layers x (model + a few inferences)), the transform O(model).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import formats
+from ..errors import TransformError
+from ..ir import Model
+from ..transforms.quantize.dynamic_onnx import quantize_dynamic_onnx
+from ..transforms.quantize.dynamic_tflite import quantize_dynamic_tflite
+from ..transforms.quantize.options import QuantOptions, Ranges, load_ranges, resolve_ranges
+from ..transforms.quantize.quantize_weights import DEFAULT_MINIMUM_SIZE
+from ..transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+from ..transforms.quantize.static_onnx import quantize_static_onnx
+from ..transforms.quantize.static_tflite import quantize_static_tflite
+from ..transforms.quantize.weights_tflite import quantize_weights_tflite
+from ..transforms.registry import TransformResult
+from . import calibration
+from .report import QuantReport, clone_model, compare_models, latency_ms, model_bytes, weighted_layers
+from .sensitivity import parse_keep_float, rank_layers
+
+__all__ = ["GRAPHDEF_MESSAGE", "MODES", "METHODS", "quantize"]
+
+#: Modes per format.
+MODES: Mapping[str, tuple[str, ...]] = {
+    "onnx": ("static", "dynamic", "weights"),
+    "tflite": ("int8", "static", "16x8", "dynamic", "weights"),
+}
+METHODS = ("minmax", "percentile", "entropy", "mse")
+GRAPHDEF_MESSAGE = ("quantize works on ONNX and TFLite models; for a TensorFlow GraphDef use the eight-bit "
+                    "transforms: graphwright transform --transforms 'quantize_weights' (weights only), or "
+                    "'quantize_nodes' then graphwright calibrate and 'freeze_requantization_ranges' (full eight-bit)")
+SYNTHETIC_WARNING = ("NO CALIBRATION DATA: using {count} seeded random inputs (seed {seed}); ranges and the "
+                     "accuracy report reflect random data, not your inputs — pass data (--data DIR) for a "
+                     "model you will deploy")
+#: One sample in this many is held out for the report.
+HOLDOUT_STRIDE = 5
+#: Calibration samples the sensitivity analysis runs each candidate on.
+SENSITIVITY_SAMPLES = 8
+#: Inferences timed for each latency (the median is reported).
+LATENCY_RUNS = 10
+
+Progress = Callable[[int, int, str], None]
+
+
+def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: str | os.PathLike[str] | None = None,
+             samples: Iterable[Any] | Callable[[], Iterable[Any]] | None = None, calibration_samples: int = 100,
+             eval_samples: int = 16, seed: int = 0, method: str = "minmax",
+             ranges: Ranges | str | os.PathLike[str] | None = None, activation_type: str | None = None,
+             weight_type: str | None = None, per_channel: bool = True, symmetric_activations: bool = False,
+             io_type: str = "float32", bits: int = 8, block_size: int = 128, target: str = "generic",
+             exclude_ops: Iterable[str] = (), exclude_nodes: Iterable[str] = (),
+             keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
+             report: bool = True, on_progress: Progress | None = None) -> tuple[Model, QuantReport]:
+    """Quantize a model (see the module docstring); returns the quantized model and its report."""
+    started = time.perf_counter()
+    original = _load(model_or_path)
+    kind = _mode(original.format, mode)
+    if method not in METHODS:
+        raise TransformError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if bits not in (4, 8) or (bits == 4 and (original.format, kind) != ("onnx", "weights")):
+        raise TransformError(f"bits={bits}: 4-bit weights are for ONNX --mode weights only; otherwise use 8")
+    keep = _keep_float(keep_float)
+    options = _options(original.format, mode, activation_type=activation_type, weight_type=weight_type, bits=bits,
+                       per_channel=per_channel, symmetric_activations=symmetric_activations, io_type=io_type,
+                       block_size=block_size, target=target, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
+    out = QuantReport(original.format, mode, method=method if kind == "static" else None,
+                      excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
+    needs_ranges = kind == "static" and ranges is None
+    source = None
+    if needs_ranges or report or keep is not None:
+        source = _SampleSource(original, data, samples, calibration_samples if needs_ranges else 0,
+                               eval_samples if report else 0, seed, out)
+    table = _ranges(original, ranges, method, options, source, out, on_progress) if kind == "static" else {}
+    if keep is not None and source is not None:
+        options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
+    model = clone_model(original)
+    result = _apply(model, kind, table, options, minimum_size)
+    out.stats, out.notes = dict(result.stats), [*out.notes, *result.notes]
+    out.ranges = dict(table)
+    if not result.changed:
+        out.warnings.append("nothing was quantized (see the notes)")
+    quantized_anyway = _not_float(original, model, options.exclude_nodes)
+    if quantized_anyway:
+        out.warnings.append(f"{len(quantized_anyway)} node(s) to be kept float had their weights quantized anyway "
+                            f"(the {mode} transform does not honour exclusions for them): "
+                            f"{', '.join(quantized_anyway[:5])}")
+    out.quantize_seconds = time.perf_counter() - started
+    if report and source is not None:
+        _evaluate(original, model, source, out, on_progress)
+    return model, out
+
+
+def _not_float(original: Model, model: Model, names: Iterable[str]) -> list[str]:
+    """Of the layers ``names`` of ``original``, those that are not, in ``model``, the same node
+    (name and op) still reading its float weights."""
+    wanted = set(names)
+    before = {name: op for name, op, _tensor in weighted_layers(original) if name in wanted}
+    after = {name: op for name, op, _tensor in weighted_layers(model)}
+    return sorted(name for name, op in before.items() if after.get(name) != op)
+
+
+def _load(model_or_path: Model | str | os.PathLike[str]) -> Model:
+    model = model_or_path if isinstance(model_or_path, Model) else formats.load(model_or_path)
+    if model.format == "graphdef":
+        raise TransformError(GRAPHDEF_MESSAGE)
+    return model
+
+
+def _mode(fmt: str, mode: str) -> str:
+    """The transform family of ``mode``: static, dynamic or weights."""
+    if mode not in MODES[fmt]:
+        raise TransformError(f"--mode {mode!r} does not apply to {fmt} models; use one of {', '.join(MODES[fmt])}")
+    return "static" if mode in ("int8", "16x8") else mode
+
+
+def _keep_float(spec: int | str | None) -> int | None:
+    try:
+        return parse_keep_float(spec)
+    except ValueError as e:
+        raise TransformError(str(e)) from None
+
+
+def _options(fmt: str, mode: str, *, activation_type: str | None, weight_type: str | None, bits: int,
+             **kwargs: Any) -> QuantOptions:
+    act = activation_type or ("int16" if mode == "16x8" else "uint8" if fmt == "onnx" and mode == "static"
+                              else "int8")
+    if mode == "16x8" and act != "int16":
+        raise TransformError(f"--mode 16x8 has int16 activations; activation_type {act!r} contradicts it")
+    weights = weight_type or ("int4" if bits == 4 else "int8")
+    return QuantOptions.build(activation_type=act, weight_type=weights, **kwargs)
+
+
+def _apply(model: Model, kind: str, table: Ranges, options: QuantOptions, minimum_size: int) -> TransformResult:
+    onnx = model.format == "onnx"
+    if kind == "static":
+        return (quantize_static_onnx if onnx else quantize_static_tflite)(model, table, options)
+    if kind == "dynamic":
+        return (quantize_dynamic_onnx if onnx else quantize_dynamic_tflite)(model, options)
+    if onnx:
+        return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options)
+    return quantize_weights_tflite(model, options)
+
+
+class _SampleSource:
+    """The samples, split as they stream: every ``HOLDOUT_STRIDE``-th one held out for the report
+    (kept, up to ``eval_count``), the others calibrate (up to ``calibration_count``); the first
+    few calibration samples are kept for the sensitivity analysis."""
+
+    def __init__(self, model: Model, data: Any, samples: Any, calibration_count: int, eval_count: int,
+                 seed: int, report: QuantReport) -> None:
+        self.model = model
+        self.calibration_count, self.eval_count = max(calibration_count, 0), max(eval_count, 0)
+        self.held_out: list[Mapping[str, np.ndarray]] = []
+        self.kept: list[Mapping[str, np.ndarray]] = []
+        self.calibrated = 0
+        if samples is not None or data is not None:
+            given = samples if samples is not None else data
+            report.data_source = f"directory {os.fspath(data)}" if samples is None else "samples given by the caller"
+            self._stream: Iterator[Mapping[str, np.ndarray]] = iter(calibration.load_samples(model, given))
+        else:
+            count = self.calibration_count + HOLDOUT_STRIDE * self.eval_count + SENSITIVITY_SAMPLES
+            message = SYNTHETIC_WARNING.format(count=count, seed=seed)
+            warnings.warn(message, UserWarning, stacklevel=3)
+            report.warnings.append(message)
+            report.data_source = f"synthetic (seed {seed})"
+            self._stream = iter(calibration.synthetic_samples(model, count, seed))
+        self._index = 0
+        self._report = report
+
+    def calibration(self) -> Iterator[Mapping[str, np.ndarray]]:
+        """The calibration samples (diverting held-out ones as it goes)."""
+        while self.calibrated < self.calibration_count:
+            sample = self._next()
+            if sample is None:
+                return
+            self.calibrated += 1
+            if len(self.kept) < SENSITIVITY_SAMPLES:
+                self.kept.append(sample)
+            yield sample
+
+    def evaluation(self) -> list[Mapping[str, np.ndarray]]:
+        """The held-out samples (drawing more from the stream if needed); the calibration ones
+        when none could be held out (said in the report)."""
+        while len(self.held_out) < self.eval_count:
+            sample = self._next()
+            if sample is None:
+                break
+            if len(self.kept) < SENSITIVITY_SAMPLES:
+                self.kept.append(sample)
+        if not self.held_out and self.kept and self.eval_count:
+            self._report.eval_split = "calibration"
+            self._report.warnings.append("too few samples to hold any out: the report is on calibration samples")
+            return self.kept[: self.eval_count]
+        return self.held_out
+
+    def sensitivity(self) -> list[Mapping[str, np.ndarray]]:
+        """A few calibration samples (drawn now if calibration did not run)."""
+        while len(self.kept) < SENSITIVITY_SAMPLES:
+            sample = self._next()
+            if sample is None:
+                break
+            self.kept.append(sample)
+        return self.kept
+
+    def _next(self) -> Mapping[str, np.ndarray] | None:
+        """The next sample not held out (held-out ones are kept aside as they pass)."""
+        for sample in self._stream:
+            self._index += 1
+            if self._index % HOLDOUT_STRIDE == 0 and len(self.held_out) < self.eval_count:
+                self.held_out.append(sample)
+                continue
+            return sample
+        return None
+
+
+def _method_options(method: str, options: QuantOptions) -> dict[str, Any]:
+    """What the range method needs to know of the quantization: symmetric, and the bits (entropy, mse)."""
+    extra = {"dtype": options.activation_type} if method in ("entropy", "mse") else {}
+    return {"symmetric": options.symmetric_activations, **extra}
+
+
+def _ranges(model: Model, ranges: Ranges | str | os.PathLike[str] | None, method: str, options: QuantOptions,
+            source: _SampleSource | None, out: QuantReport, on_progress: Progress | None) -> dict[str, tuple[float, float]]:
+    if ranges is not None:
+        out.data_source = out.data_source or "ranges given"
+        return load_ranges(ranges) if isinstance(ranges, (str, os.PathLike)) else resolve_ranges(ranges)
+    assert source is not None
+    start = time.perf_counter()
+    progress = _phase(on_progress, "calibrating")
+    stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
+    table = calibration.compute_ranges(stats, method, **_method_options(method, options))
+    out.calibration_samples = source.calibrated
+    out.calibration_seconds = time.perf_counter() - start
+    if source.calibrated == 0:
+        raise TransformError("no calibration samples: the data gave none (check --data or the samples)")
+    return dict(table)
+
+
+def _sensitivity(model: Model, kind: str, table: Ranges, options: QuantOptions, minimum_size: int,
+                 source: _SampleSource, keep: int, out: QuantReport, on_progress: Progress | None) -> QuantOptions:
+    start = time.perf_counter()
+    layers = [layer for layer in weighted_layers(model) if not options.excluded(layer[1], layer[0])]
+
+    def quantize_only(candidate: Model, excluded: frozenset[str]) -> None:
+        only = QuantOptions(**{**_fields(options), "exclude_nodes": excluded | options.exclude_nodes})
+        _apply(candidate, kind, table, only, minimum_size)
+
+    ranked = rank_layers(model, quantize_only, layers, source.sensitivity(), on_layer=_phase(on_progress, "sensitivity"))
+    for item in ranked[:keep]:
+        item.kept_float = True
+    out.sensitivity = ranked
+    out.kept_float = [item.node for item in ranked[:keep]]
+    out.sensitivity_seconds = time.perf_counter() - start
+    return QuantOptions(**{**_fields(options), "exclude_nodes": options.exclude_nodes | frozenset(out.kept_float)})
+
+
+def _fields(options: QuantOptions) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in QuantOptions.__dataclass_fields__}
+
+
+def _evaluate(original: Model, model: Model, source: _SampleSource, out: QuantReport,
+              on_progress: Progress | None) -> None:
+    held_out = source.evaluation()
+    out.eval_samples = len(held_out)
+    out.size_before, out.size_after = model_bytes(original), model_bytes(model)
+    out.runtime = "onnxruntime" if model.format == "onnx" else "litert"
+    if not held_out:
+        return
+    progress = _phase(on_progress, "evaluating")
+    total = len(held_out)
+
+    def tick(done: int) -> None:
+        if progress is not None:
+            progress(done, total, f"sample {done} of {total}")
+
+    out.outputs, out.layers, notes = compare_models(original, model, held_out, layers=weighted_layers(original),
+                                                    on_sample=tick)
+    out.notes.extend(notes)
+    if progress is not None:
+        progress(total, total, "latency")
+    out.latency_before_ms = latency_ms(original, held_out[0], runs=LATENCY_RUNS)
+    out.latency_after_ms = latency_ms(model, held_out[0], runs=LATENCY_RUNS)
+
+
+def _phase(on_progress: Progress | None, phase: str) -> Progress | None:
+    if on_progress is None:
+        return None
+
+    def update(done: int, total: int, what: str) -> None:
+        on_progress(done, total, f"{phase}: {what}")
+
+    return update
+
