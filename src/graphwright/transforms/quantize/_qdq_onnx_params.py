@@ -58,22 +58,22 @@ def qrange(dtype: DType, symmetric: bool) -> tuple[int, int]:
     return _SYMMETRIC.get(dtype, _FULL[dtype]) if symmetric else _FULL[dtype]
 
 
-def scale_zero_point(rmin: np.float32, rmax: np.float32, dtype: DType, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(scale float32, zero point) of the float32 range ``[rmin, rmax]`` (module docstring)."""
+def scale_zero_point(rmin: np.ndarray, rmax: np.ndarray, dtype: DType, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(scale float32, zero point) of the float32 ranges ``[rmin, rmax]``, elementwise (module docstring)."""
     qmin, qmax = qrange(dtype, symmetric)
-    lo = np.minimum(np.float32(rmin), np.float32(0.0))
-    hi = np.maximum(np.float32(rmax), np.float32(0.0))
+    lo = np.minimum(np.asarray(rmin, np.float32), np.float32(0.0))
+    hi = np.maximum(np.asarray(rmax, np.float32), np.float32(0.0))
     if symmetric:
         peak = np.maximum(np.abs(lo), np.abs(hi))
         lo, hi = -peak, peak
-    scale = (np.float64(hi) - np.float64(lo)) / (np.float64(qmax) - np.float64(qmin))
-    if scale < _TINY:
-        return np.array(1.0, np.float32), np.array(0, dtype.numpy)
+    scale = (hi.astype(np.float64) - lo.astype(np.float64)) / (np.float64(qmax) - np.float64(qmin))
     if symmetric:
-        zero = np.round(np.float64(qmin + qmax) / 2.0)
+        zero = np.full(scale.shape, np.round(np.float64(qmin + qmax) / 2.0))
     else:
-        zero = np.round(np.float64(qmin) - np.float64(lo) / scale)
-    return np.array(scale, np.float32), np.array(zero, dtype.numpy)
+        zero = np.round(np.float64(qmin) - lo.astype(np.float64) / np.where(scale > 0, scale, 1.0))
+    tiny = scale < _TINY
+    return (np.where(tiny, 1.0, scale).astype(np.float32),
+            np.where(tiny, 0.0, zero).astype(dtype.numpy))
 
 
 def range_params(rmin: float, rmax: float, dtype: DType, symmetric: bool) -> QParams:
@@ -86,18 +86,13 @@ def weight_params(data: np.ndarray, dtype: DType, symmetric: bool, axis: int | N
     """Parameters of a constant from its own min/max: one pair, or one per slice along ``axis``
     (per channel is always symmetric)."""
     data = np.asarray(data, np.float32)
-    if axis is None:
-        scale, zero = _data_params(data, dtype, symmetric)
-        return QParams(scale, zero, dtype)
-    pairs = [_data_params(data.take(i, axis), dtype, True) for i in range(data.shape[axis])]
-    return QParams(np.array([s for s, _ in pairs], np.float32), np.array([z for _, z in pairs], dtype.numpy),
-                   dtype, axis)
-
-
-def _data_params(data: np.ndarray, dtype: DType, symmetric: bool) -> tuple[np.ndarray, np.ndarray]:
     if data.size == 0:
-        return np.array(1.0, np.float32), np.array(0, dtype.numpy)
-    return scale_zero_point(data.min(), data.max(), dtype, symmetric)
+        shape = () if axis is None else (data.shape[axis],)
+        return QParams(np.ones(shape, np.float32), np.zeros(shape, dtype.numpy), dtype, axis)
+    others = None if axis is None else tuple(i for i in range(data.ndim) if i != axis)
+    scale, zero = scale_zero_point(data.min(axis=others), data.max(axis=others), dtype,
+                                   symmetric or axis is not None)
+    return QParams(scale, zero, dtype, axis)
 
 
 def quantize(data: np.ndarray, params: QParams) -> np.ndarray:
