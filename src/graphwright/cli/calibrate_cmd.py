@@ -4,7 +4,9 @@ Runs a graph instrumented with ``insert_logging(op=RequantizationRange,
 show_name=true, message="__requant_min_max:")`` in TensorFlow over the samples
 in ``--data`` (``.npy``/``.npz``/images) or ``--num`` seeded random inputs, and
 writes the min/max log that ``freeze_requantization_ranges(min_max_log_file=LOG_OUT)``
-reads.
+reads.  ``--shards N`` splits the samples into N runs at the same time (threads, or Ray tasks
+with ``--ray [ADDRESS]``) and writes the same log, byte for byte, as one run: each sample's lines
+in node order (TensorFlow prints independent nodes in either order).
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..batch import calibrate_sharded
 from ..calibrate import (
     DEFAULT_IMAGE_MEAN,
     DEFAULT_IMAGE_STD,
-    calibrate,
     load_samples,
     random_samples,
 )
@@ -45,6 +47,11 @@ def add_parser(sub: Any) -> None:
                    help=f"images: value subtracted from pixels (default {DEFAULT_IMAGE_MEAN})")
     p.add_argument("--image-std", dest="image_std", type=float, default=DEFAULT_IMAGE_STD,
                    help=f"images: divisor after the mean (default {DEFAULT_IMAGE_STD})")
+    p.add_argument("--shards", type=int, default=1,
+                   help="split the samples into N runs at the same time, logs merged in sample order (default 1)")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the shards as Ray tasks (ADDRESS, e.g. auto or ray://host:10001; none: a local "
+                        "cluster); needs the [ray] extra")
     p.set_defaults(run=run)
 
 
@@ -53,6 +60,8 @@ def _names(text: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.shards < 1:
+        raise VerificationError(f"calibrate: --shards needs at least 1, got {args.shards}")
     if same_file(args.logged_graph, args.log_out):  # through symbolic and hard links too
         raise VerificationError(f"refusing to overwrite the input {args.logged_graph} with the log; "
                                 "choose another log path")
@@ -69,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
         samples = load_samples(args.data, specs, num=args.num, image_mean=args.image_mean, image_std=args.image_std)
     else:
         samples = random_samples(specs, DEFAULT_NUM_RANDOM if args.num is None else args.num, args.seed)
+    outputs = _names(args.outputs) or None
     with progress_callback("calibrating") as on_progress:  # a bar with ETA on a terminal only
-        report = calibrate(args.logged_graph, args.log_out, samples, outputs=_names(args.outputs) or None,
-                           on_progress=on_progress)
+        report = calibrate_sharded(args.logged_graph, args.log_out, samples, shards=args.shards, outputs=outputs,
+                                   use_ray=args.ray is not None, address=args.ray or None, on_progress=on_progress)
     print(f"ran {report.samples} sample(s); wrote {report.log_lines} range line(s) for "
           f"{len(report.nodes_logged)} node(s) to {report.log_path}")
     return 0
