@@ -1,14 +1,486 @@
-"""Placeholder: being written (see quantize_static / quantize_dynamic / quantize_weights)."""
+"""quantize_static_tflite: a float ``.tflite`` becomes the TFLite converter's full-integer model.
+
+Before: a float32 model (as ``TFLiteConverter`` writes it without optimizations) and the
+calibrated ``(min, max)`` of its tensors (by IR value name).  After: what the converter's
+post-training integer quantization writes for the same ranges —
+
+* int8 (MLIR quantizer): asymmetric int8 activations; symmetric per-channel int8 weights
+  (axis 0 for CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV, axis 3 for DEPTHWISE_CONV_2D); int32
+  biases with scale ``s_in * s_w[c]``; other float constants asymmetric per tensor; the fixed
+  output ranges of LOGISTIC / SOFTMAX / TANH; operators that need one scale on input and output
+  (MAX_POOL_2D, RESHAPE, PAD, CONCATENATION...) share it, the converter's way: the input's
+  scale flows forward through a single-input one, a multi-input one's output scale flows back
+  to its inputs (calibrated ranges those replace are not needed);
+* 16x8 (flatbuffer quantizer): symmetric int16 activations with zero point 0, int8 weights,
+  int64 biases, the output of a same-scale operator takes its input's scale, CONCATENATION's
+  inputs of another scale are requantized (``<name>_requantized``).
+
+Operators LiteRT has no integer kernel for (or that ``exclude_ops``/``exclude_nodes`` name)
+stay float between DEQUANTIZE and QUANTIZE, with a note.  ``io_type`` float32 keeps float graph
+inputs/outputs (QUANTIZE after inputs, DEQUANTIZE before outputs); int8/int16 makes them
+integer with their tensors' scale and zero point.  Operator versions become the converter's.
+
+Cost: O(nodes + edges + weight elements); the model is changed in place.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
 from ...errors import TransformError
-from ...ir import Model
+from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from ..registry import TransformResult
+from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, weight_codes, weight_scales
+from ._tflite_quant_ops import FIXED_OUTPUT, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
 __all__ = ["quantize_static_tflite"]
 
+#: (scale, zero point) of one activation.
+Params = tuple[float, int]
+
 
 def quantize_static_tflite(model: Model, ranges: Ranges, options: QuantOptions) -> TransformResult:
-    raise TransformError("quantize_static_tflite is not written yet")
+    """Quantize ``model`` (float TFLite) in place with ``ranges``; see the module docstring."""
+    mode = _check(model, options)
+    planner = _Planner(model.graph, ranges, options, mode)
+    planner.select()
+    planner.resolve()
+    _Rewriter(planner).run()
+    stats = {"nodes_quantized": len(planner.quantized), "nodes_float": len(planner.float_notes),
+             "requantized": len(planner.requant)}
+    notes = [f"{name} ({op}) stays float: {why}" for name, op, why in planner.float_notes]
+    return TransformResult(changed=True, stats=stats, notes=notes)
+
+
+def _check(model: Model, options: QuantOptions) -> str:
+    if model.format != "tflite":
+        raise TransformError(f"quantize_static_tflite needs a TFLite model, got {model.format}")
+    if options.activation_type not in ("int8", "int16"):
+        raise TransformError(f"TFLite full-integer activations are int8 or int16 (16x8), not "
+                             f"{options.activation_type}; use --activation-type int8 or int16")
+    if options.weight_type != "int8":
+        raise TransformError(f"TFLite full-integer weights are int8, not {options.weight_type}")
+    if options.symmetric_activations and options.activation_type == "int8":
+        raise TransformError("TFLite int8 activations are asymmetric (16x8 is the symmetric scheme); "
+                             "drop symmetric_activations or use activation_type int16")
+    if options.io_type not in ("float32", options.activation_type):
+        raise TransformError(f"io_type must be float32 or {options.activation_type} for "
+                             f"{options.activation_type} activations, got {options.io_type}")
+    for graph in model.graphs:
+        for value in graph.initializers:
+            if value.quant is not None and value.quant.scale.size:
+                raise TransformError(f"the model is already quantized (tensor {value.name!r} has a scale); "
+                                     "quantize its float original")
+    return options.activation_type
+
+
+@dataclass
+class _State:
+    """The quantization of one activation value while parameters are resolved."""
+
+    params: Params | None = None
+    immutable: bool = False
+
+
+@dataclass
+class _Planner:
+    graph: Graph
+    ranges: Ranges
+    options: QuantOptions
+    mode: str
+    quantized: dict[Node, OpSpec] = field(default_factory=dict)
+    float_notes: list[tuple[str, str, str]] = field(default_factory=list)
+    states: dict[Value, _State] = field(default_factory=dict)
+    #: (node, input index) -> params the input is requantized to
+    requant: dict[tuple[Node, int], Params] = field(default_factory=dict)
+
+    # -- which operators -------------------------------------------------------
+    def select(self) -> None:
+        for node in self.graph:
+            if not _is_float(node):
+                continue
+            spec = spec_of(node.op) if not node.domain else None
+            why = self._why_float(node, spec)
+            if why is None and spec is not None:
+                self.quantized[node] = spec
+            else:
+                self.float_notes.append((node.name, node.op, why or ""))
+
+    def _why_float(self, node: Node, spec: OpSpec | None) -> str | None:
+        if self.options.excluded(node.op, node.name):
+            return "excluded"
+        if spec is None:
+            return "the converter has no integer kernel for it"
+        if self.mode == "int16" and not spec.int16:
+            return "LiteRT has no 16x8 kernel for it"
+        constant = {i for i in (*spec.weights, *(spec.bias[:1] if spec.bias else ())) if i < len(node.inputs)}
+        for i in constant:
+            value = node.inputs[i]
+            if value is not None and (value.const is None or value.dtype is not DType.FLOAT32):
+                return f"input {i} ({value.name!r}) is not a float constant"
+        return None
+
+    def activations(self, node: Node) -> list[tuple[int, Value]]:
+        """(index, value) of the node's float inputs that are not its weights or bias."""
+        spec = self.quantized[node]
+        skip = set(spec.weights) | ({spec.bias[0]} if spec.bias else set())
+        return [(i, v) for i, v in enumerate(node.inputs)
+                if v is not None and i not in skip and v.dtype is DType.FLOAT32]
+
+    # -- which scales ------------------------------------------------------------
+    def resolve(self) -> None:
+        values = self._activation_values()
+        if self.mode == "int8":
+            self._resolve_mlir(values)
+        else:
+            self._resolve_legacy()
+
+    def _activation_values(self) -> list[Value]:
+        seen: dict[Value, None] = {}
+        for node in self.quantized:
+            for _, v in self.activations(node):
+                seen.setdefault(v)
+            for v in node.outputs:
+                if v.dtype is DType.FLOAT32:
+                    seen.setdefault(v)
+        return list(seen)
+
+    def own(self, value: Value) -> Params:
+        """The parameters of ``value`` from its calibrated range (or its data, for a constant)."""
+        if value.const is not None:
+            data = value.const.numpy().astype(np.float64)
+            lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+        elif value.name in self.ranges:
+            lo, hi = self.ranges[value.name]
+        else:
+            raise TransformError(f"no calibrated range for tensor {value.name!r}; calibrate the model again "
+                                 "(every tensor an operator to quantize reads or writes needs one)")
+        return activation_int8(lo, hi) if self.mode == "int8" else activation_int16(lo, hi)
+
+    def _fixed(self, node: Node) -> Params:
+        scale, zero = FIXED_OUTPUT[node.op][self.mode]
+        return scale, zero
+
+    def _resolve_mlir(self, values: list[Value]) -> None:
+        """The MLIR quantizer: drop the calibrated ranges a same-scale operator overrides
+        (forward through single-input ones, backward from multi-input ones), then propagate."""
+        stats = [v for v in values if v.const is None]
+        redundant = self._redundant(set(stats))
+        for v in values:
+            if v.const is not None:
+                self.states[v] = _State(self.own(v))
+            elif v in redundant:
+                self.states[v] = _State()
+            else:
+                self.states[v] = _State(self.own(v), immutable=True)
+        for node, spec in self.quantized.items():
+            if spec.scale == "fixed":
+                self.states[node.output] = _State(self._fixed(node), immutable=True)
+        pending = [n for n, s in self.quantized.items() if s.scale in ("same", "concat")]
+        while pending:
+            waiting = [n for n in pending if not self._propagate(n)]
+            if len(waiting) == len(pending):
+                names = ", ".join(repr(n.name) for n in waiting[:3])
+                raise TransformError(f"cannot choose a scale for {names}: no calibrated range reaches them")
+            pending = waiting
+
+    def _redundant(self, stats: set[Value]) -> set[Value]:
+        redundant: set[Value] = set()
+        work = [v for v in self._ordered(stats)]
+        while work:
+            v = work.pop()
+            producer = v.producer
+            if producer in self.quantized and self.quantized[producer].scale == "fixed":
+                redundant.add(v)
+            for user in v.users():
+                spec = self.quantized.get(user)
+                floats = sum(1 for x in user.inputs if x is not None and x.dtype is DType.FLOAT32)
+                if spec is None or spec.scale not in ("same", "concat") or floats > 1:
+                    continue
+                for out in user.outputs:
+                    if out in stats and out not in redundant:
+                        redundant.add(out)
+                        work.append(out)
+        work = [v for v in self._ordered(stats) if v not in redundant]
+        while work:
+            v = work.pop()
+            producer = v.producer
+            if producer not in self.quantized or self.quantized[producer].scale not in ("same", "concat"):
+                continue
+            for x in producer.inputs:
+                if x is not None and x in stats and x not in redundant:
+                    redundant.add(x)
+                    work.append(x)
+        return redundant
+
+    def _ordered(self, values: set[Value]) -> list[Value]:
+        order = [v for v in self.graph.inputs if v in values]
+        order += [v for node in self.graph for v in node.outputs if v in values]
+        return order
+
+    def _propagate(self, node: Node) -> bool:
+        """Give a same-scale operator's inputs and output one scale; False: none known yet."""
+        operands = [(i, v) for i, v in self.activations(node)]
+        result = self.states[node.output]
+        params = self._same_scale_params(node, operands, result)
+        if params is None:
+            return False
+        for i, v in operands:
+            state = self.states[v]
+            if state.params is None:
+                state.params = params
+            elif state.params != params:
+                if v.const is not None:
+                    state.params = params  # a constant is simply quantized with the shared scale
+                else:
+                    self.requant[(node, i)] = params
+        if result.params is None:
+            result.params = params
+        return True
+
+    def _same_scale_params(self, node: Node, operands: list[tuple[int, Value]], result: _State) -> Params | None:
+        states = [self.states[v] for _, v in operands]
+        fixed_in = [s for s in states if s.immutable]
+        if len(operands) == 1 and fixed_in:
+            return fixed_in[0].params
+        if result.immutable:
+            return result.params
+        if fixed_in:
+            return fixed_in[0].params
+        if len(operands) == 1 and states[0].params is not None:
+            return states[0].params
+        return result.params
+
+    def _resolve_legacy(self) -> None:
+        """The flatbuffer quantizer (16x8): in graph order, an output's parameters come from its
+        range, its input (same-scale operators) or the kernel (fixed ranges)."""
+        for value in self.graph.inputs:
+            if value.dtype is DType.FLOAT32 and any(u in self.quantized for u in value.users()):
+                self.states[value] = _State(self.own(value))
+        for node in self.graph:
+            spec = self.quantized.get(node)
+            if spec is None:
+                continue
+            for _, v in self.activations(node):
+                if v not in self.states:
+                    self.states[v] = _State(self.own(v))
+            out = node.output
+            if spec.scale == "fixed":
+                params = self._fixed(node)
+            elif spec.scale == "same":
+                params = self.states[self.activations(node)[0][1]].params or self.own(out)
+            else:
+                params = self.own(out)
+            self.states[out] = _State(params)
+            if spec.scale == "concat":
+                for i, v in self.activations(node):
+                    if self.states[v].params != params:
+                        self.requant[(node, i)] = params
+
+    def params(self, value: Value) -> Params:
+        state = self.states[value]
+        assert state.params is not None
+        return state.params
+
+
+def _is_float(node: Node) -> bool:
+    return any(v is not None and v.dtype is DType.FLOAT32 for v in (*node.inputs, *node.outputs))
+
+
+class _Rewriter:
+    """Writes the plan into the graph: integer tensors, weights, biases, boundary ops, versions."""
+
+    def __init__(self, plan: _Planner) -> None:
+        self.plan = plan
+        self.graph = plan.graph
+        self.mode = plan.mode
+        self.dtype = DType.INT8 if plan.mode == "int8" else DType.INT16
+        self.counter = 0
+        #: the activations that become integer: outputs of quantized operators, graph inputs they read
+        self.integer: set[Value] = set()
+
+    def run(self) -> None:
+        plan = self.plan
+        self.integer = {v for v in plan.states if v.const is None
+                        and (v.producer in plan.quantized or v.is_graph_input)}
+        inputs_float = [v for v in self.graph.inputs if v in self.integer]
+        outputs = [v for v in self.graph.outputs if v in self.integer]
+        boundary = self._boundary_uses()
+        for node, spec in plan.quantized.items():
+            self._constants(node, spec)
+        for value in self.integer:
+            self._retype(value)
+        self._float_edges(boundary)
+        for (node, index), params in plan.requant.items():
+            self._requantize(node, index, params)
+        for node, spec in plan.quantized.items():
+            node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
+            if self.mode == "int16":
+                for key, value in spec.int16_attrs.items():
+                    if key in node.attrs:
+                        node.attrs[key] = Attr.bool(value) if isinstance(value, bool) else Attr.int(value)
+        self._graph_io(inputs_float, outputs)
+
+    # -- constants -----------------------------------------------------------------
+    def _constants(self, node: Node, spec: OpSpec) -> None:
+        legacy = self.mode == "int16"
+        weights: dict[int, np.ndarray] = {}
+        for index, axis in spec.weights.items():
+            value = node.inputs[index] if index < len(node.inputs) else None
+            if value is None:
+                continue
+            if value.dtype is DType.INT8:  # shared, already quantized for another reader
+                weights[index] = value.quant.scale if value.quant is not None else np.ones(1)
+                continue
+            axis_used = axis if self.plan.options.per_channel and axis is not None else None
+            data = value.const.numpy()
+            scales = weight_scales(data, axis_used, widen=not legacy)
+            codes = weight_codes(data, scales, axis_used)
+            zeros = np.zeros(scales.size, np.int64)
+            self._set_const(value, codes, QuantParams(scales, zeros, axis_used or 0))
+            weights[index] = scales
+        if spec.bias is not None:
+            b, a, w = spec.bias
+            bias = node.inputs[b] if b < len(node.inputs) else None
+            if bias is not None and bias.dtype is DType.FLOAT32 and w in weights:
+                scale_in = self.plan.params(node.inputs[a])[0]
+                codes, scales = bias_codes(bias.const.numpy(), scale_in, weights[w], bits=64 if legacy else 32)
+                self._set_const(bias, codes, QuantParams(scales, np.zeros(scales.size, np.int64), 0))
+        for _, value in self.plan.activations(node):
+            if value.const is not None and value.dtype is DType.FLOAT32:
+                self._quantize_constant(value)
+
+    def _quantize_constant(self, value: Value) -> None:
+        scale, zero = self.plan.params(value)
+        qmin, qmax = (-128, 127) if self.dtype is DType.INT8 else (-32768, 32767)
+        data = value.const.numpy().astype(np.float64)
+        codes = np.clip(np.sign(data / scale) * np.floor(np.abs(data / scale) + 0.5) + zero, qmin, qmax)
+        self._set_const(value, codes.astype(self.dtype.numpy), QuantParams([scale], [zero]))
+
+    @staticmethod
+    def _set_const(value: Value, codes: np.ndarray, quant: QuantParams) -> None:
+        tensor = Tensor.from_numpy(np.ascontiguousarray(codes), name=value.name)
+        value.const = tensor
+        value.dtype = tensor.dtype
+        value.quant = quant
+
+    def _retype(self, value: Value) -> None:
+        scale, zero = self.plan.params(value)
+        value.dtype = self.dtype
+        value.quant = QuantParams([scale], [zero])
+
+    # -- float edges -----------------------------------------------------------------
+    def _boundary_uses(self) -> list[tuple[Node, int, Value, bool]]:
+        """(reader, input index, value, reader quantized) where a float and an integer side meet."""
+        found = []
+        for node in list(self.graph):
+            quantized = node in self.plan.quantized
+            wanted = dict(self.plan.activations(node)) if quantized else {}
+            for i, v in enumerate(node.inputs):
+                if v is None or v.const is not None:
+                    continue
+                if quantized and i in wanted and v not in self.integer:
+                    found.append((node, i, v, True))
+                elif not quantized and v in self.integer:
+                    found.append((node, i, v, False))
+        return found
+
+    def _float_edges(self, boundary: list[tuple[Node, int, Value, bool]]) -> None:
+        shared: dict[Value, Value] = {}
+        for node, index, value, into_quantized in boundary:
+            if into_quantized:
+                self._insert_quantize(node, index, value, shared)
+            else:
+                self._insert_dequantize(node, index, value, shared)
+
+    def _insert_quantize(self, node: Node, index: int, value: Value, shared: dict[Value, Value]) -> None:
+        """A float value read by a quantized operator: QUANTIZE (once per value in int8, once per
+        reader in 16x8, as the two quantizers do)."""
+        key = ("q", value)
+        if self.mode == "int8" and key in shared:
+            node.replace_input(index, shared[key])
+            return
+        scale, zero = self.plan.own(value) if value not in self.plan.states else self.plan.params(value)
+        out = Value(self._name(value, "quantize"), self.dtype, value.shape, quant=QuantParams([scale], [zero]))
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
+        quantize.meta["tflite.version"] = 1 if self.mode == "int8" else 2
+        self._place(quantize, node, value)
+        node.replace_input(index, out)
+        shared[key] = out
+
+    def _insert_dequantize(self, node: Node, index: int, value: Value, shared: dict[Value, Value]) -> None:
+        key = ("d", value)
+        if self.mode == "int8" and key in shared:
+            node.replace_input(index, shared[key])
+            return
+        out = Value(self._name(value, "dequantize"), DType.FLOAT32, value.shape)
+        dequantize = Node("DEQUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
+        dequantize.meta["tflite.version"] = 2
+        self._place(dequantize, node, value)
+        node.replace_input(index, out)
+        shared[key] = out
+
+    def _place(self, new: Node, reader: Node, value: Value) -> None:
+        if self.mode == "int8" and value.producer is not None:
+            self.graph.insert_after(value.producer, new)
+        else:
+            self.graph.insert_before(reader, new)
+
+    def _name(self, value: Value, kind: str) -> str:
+        if self.mode == "int16":
+            return f"{value.name}_{'int16' if kind == 'quantize' else 'float'}"
+        name = f"tfl.{kind}{self.counter or ''}"
+        self.counter += 1
+        return name
+
+    def _requantize(self, node: Node, index: int, params: Params) -> None:
+        value = node.inputs[index]
+        assert value is not None
+        name = f"{value.name}_requantized" if self.mode == "int16" else self._name(value, "quantize")
+        out = Value(name, self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=name, outputs=[out])
+        quantize.meta["tflite.version"] = 2
+        self.graph.insert_before(node, quantize)
+        node.replace_input(index, out)
+
+    # -- graph inputs and outputs --------------------------------------------------------
+    def _graph_io(self, inputs: list[Value], outputs: list[Value]) -> None:
+        if self.plan.options.io_type != "float32":
+            return
+        for value in inputs:
+            self._float_input(value)
+        for value in outputs:
+            self._float_output(value)
+
+    def _float_input(self, value: Value) -> None:
+        params = QuantParams(value.quant.scale, value.quant.zero_point) if value.quant is not None else None
+        readers = value.uses()
+        inner = Value(self._name(value, "quantize"), self.dtype, value.shape, quant=params)
+        value.dtype, value.quant = DType.FLOAT32, None
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=inner.name, outputs=[inner])
+        quantize.meta["tflite.version"] = 1 if self.mode == "int8" else 2
+        first = readers[0][0] if readers else None
+        if first is None:
+            return
+        self.graph.insert_before(first, quantize)
+        for reader, i in readers:
+            reader.replace_input(i, inner)
+
+    def _float_output(self, value: Value) -> None:
+        if value.dtype is DType.FLOAT32:
+            return
+        outer = Value(value.name, DType.FLOAT32, value.shape)
+        outer.meta.update({k: v for k, v in value.meta.items() if k == "tflite.tensor_index"})
+        value.meta.pop("tflite.tensor_index", None)
+        value.name = f"{value.name}1"
+        dequantize = Node("DEQUANTIZE", [value], dialect="tflite", name=outer.name, outputs=[outer])
+        dequantize.meta["tflite.version"] = 2
+        producer = value.producer
+        if producer is not None:
+            self.graph.insert_after(producer, dequantize)
+        else:
+            self.graph.append(dequantize)
+        self.graph.set_outputs([outer if v is value else v for v in self.graph.outputs])

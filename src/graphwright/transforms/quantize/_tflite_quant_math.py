@@ -1,0 +1,105 @@
+"""The arithmetic of the TFLite converter's post-training quantization, value by value.
+
+The converter quantizes int8 models with its MLIR quantizer (doubles throughout, scales rounded
+to float32 only when written) and 16x8 models with its older flatbuffer quantizer (float32
+throughout).  Each function here says which one it follows; all are O(size of the tensor).
+
+* int8 activations: the calibrated range widened to hold 0, ``scale = (max - min) / 255``, the
+  zero point from whichever end adds the smaller rounding error, rounded half away from zero
+  and clamped to [-128, 127] (MLIR's nudging); an empty range gives scale 1, zero point -128.
+* int16 activations: symmetric, ``scale = max(|min|, |max|) / 32767`` in float32, zero point 0.
+* weights: symmetric int8 in [-127, 127], per channel along the operator's weight axis
+  (per tensor for other constants), ``scale = max|w| / 127``; a channel whose range is under
+  1e-6 is given the range [-5e-7, 5e-7] (MLIR) so its scale is never 0; codes
+  ``round(w * (1 / scale))`` in float32 (both quantizers write constants that way).
+* biases: ``scale = s_in * s_w[c]`` in float32, zero point 0, codes as the weights', int32
+  (int8) or int64 (16x8).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "activation_int8", "activation_int16", "bias_codes", "weight_codes", "weight_scales",
+]
+
+#: MLIR's smallest weight range: narrower ranges are widened to it around 0.
+NEAR_ZERO = 1.0e-6
+
+
+def activation_int8(lo: float, hi: float) -> tuple[float, int]:
+    """(scale, zero point) of an int8 activation calibrated to [lo, hi] (MLIR's nudging)."""
+    rmin, rmax = min(float(lo), 0.0), max(float(hi), 0.0)
+    qmin, qmax = -128.0, 127.0
+    if abs(rmax - rmin) < np.finfo(np.float64).eps:
+        return 1.0, -128
+    scale = (rmax - rmin) / (qmax - qmin)
+    from_min, from_max = qmin - rmin / scale, qmax - rmax / scale
+    error_min = abs(qmin) + abs(rmin / scale)
+    error_max = abs(qmax) + abs(rmax / scale)
+    zero = from_min if error_min < error_max else from_max
+    if zero < qmin:
+        return scale, -128
+    if zero > qmax:
+        return scale, 127
+    return scale, int(_round_away(zero))
+
+
+def activation_int16(lo: float, hi: float) -> tuple[float, int]:
+    """(scale, 0) of an int16 activation calibrated to [lo, hi] (symmetric, in float32)."""
+    lo32, hi32 = np.float32(min(lo, 0.0)), np.float32(max(hi, 0.0))
+    bound = max(abs(lo32), abs(hi32))
+    if bound == 0:
+        return 1.0, 0
+    return float(np.float32(bound) / np.float32(32767)), 0
+
+
+def weight_scales(weights: np.ndarray, axis: int | None, *, widen: bool) -> np.ndarray:
+    """Symmetric int8 scales (float32), one per slice along ``axis`` (one when ``axis`` is None).
+
+    ``widen``: a range under 1e-6 becomes [-5e-7, 5e-7] (MLIR, int8 models); otherwise an
+    all-zero slice gets scale 1 (16x8 models).
+    """
+    w = np.asarray(weights, np.float32)
+    if axis is None:
+        bound = np.abs(w).max(initial=0.0).reshape(1)
+    else:
+        moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
+        bound = np.maximum(np.abs(moved.min(axis=1, initial=0.0)), np.abs(moved.max(axis=1, initial=0.0)))
+    if widen:
+        return (np.maximum(bound.astype(np.float64), NEAR_ZERO / 2) / 127).astype(np.float32)
+    scales = bound.astype(np.float32) / np.float32(127)
+    return np.where(scales == 0, np.float32(1), scales).astype(np.float32)
+
+
+def weight_codes(weights: np.ndarray, scales: np.ndarray, axis: int | None) -> np.ndarray:
+    """int8 codes of ``weights`` with ``scales`` along ``axis``: ``round(w * (1 / scale))`` in
+    float32, halves away from zero, clamped to [-127, 127] (both quantizers)."""
+    w = np.asarray(weights, np.float32)
+    shape = [1] * w.ndim
+    if axis is not None:
+        shape[axis] = -1
+    return np.clip(_round_away(w * _inverse(scales).reshape(shape)), -127, 127).astype(np.int8)
+
+
+def bias_codes(bias: np.ndarray, input_scale: float, scales: np.ndarray, *, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, scales) of a bias: ``scale[c] = s_in * s_w[c]`` in float32, codes
+    ``round(b * (1 / scale))`` in float32; int32 (int8 models) or int64 (16x8 models)."""
+    b = np.asarray(bias, np.float32)
+    bias_scales = (np.float32(input_scale) * np.asarray(scales, np.float32)).astype(np.float32)
+    codes = _round_away(b * _inverse(bias_scales))
+    info = np.iinfo(np.int32 if bits == 32 else np.int64)
+    return np.clip(codes, info.min, info.max).astype(info.dtype), bias_scales
+
+
+def _inverse(scales: np.ndarray) -> np.ndarray:
+    scales = np.asarray(scales, np.float32)
+    safe = np.where(scales == 0, np.float32(1), scales)
+    return np.where(scales == 0, np.float32(0), np.float32(1) / safe).astype(np.float32)
+
+
+def _round_away(x: np.ndarray | float) -> np.ndarray:
+    """Round half away from zero (std::round, LLVM's rmNearestTiesToAway)."""
+    x = np.asarray(x, np.float64)  # exact for float32 inputs, so float32 halves stay halves
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
