@@ -11,15 +11,35 @@ is per slice along axis 0 (per output channel of a Conv/Gemm weight); before
 opset 13 DequantizeLinear has no axis, so one scale per tensor.  The value
 ``W`` keeps its name, so readers and graph outputs are unchanged.  Initializers
 that are graph inputs (overridable) are left alone.  O(N + weights).
+
+With ``options.weight_type`` ``int4`` / ``uint4`` only MatMul weights ``B[K, N]`` (2-D float32
+initializers of at least ``minimum_size`` elements) are quantized, in blocks of
+``options.block_size`` rows along K, the reduction axis (arithmetic in :mod:`._nbits_onnx`,
+the same as onnxruntime's ``MatMulNBitsQuantizer``).  Symmetric (``int4`` with
+``symmetric_weights``): int4 codes, no zero points; otherwise uint4 codes with zero points.
+
+``target="generic"``::  B_DQ_Q4[int4|uint4, K x N], B_DQ_scales[kb x N] (, B_DQ_zero_points[uint4])
+                       -> DequantizeLinear(axis=0, block_size) -> MatMul(x, .)
+    (opset 21: a model of opset 13..20 is raised to 21 when no operator it uses changed meaning
+    in between, else a TransformError says what to do; IR version raised to 10 for int4.)
+``target="onnxruntime"``::  MatMul(x, B) -> com.microsoft.MatMulNBits(x, B_Q4[uint8 N x kb x block/2],
+                       B_scales[N x kb] (, B_zero_points[uint8 N x ceil(kb/2)]), K, N, bits=4, block_size)
+    (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8).
+Other large initializers stay float under 4-bit (each MatMul weight that cannot be quantized
+gets a note).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from ...ir import Attr, DType, Model, Node, Tensor, Value
-from .._onnx import opset_version
+from ...errors import TransformError
+from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, all_graphs
+from .._onnx import OPSET_IMPORT, Names, is_standard, opset_version
 from ..registry import TransformResult
+from ._nbits_onnx import FOURBIT_OPSET, check_opset_raise, dq_blocks, int4_tensor, nbits_blocks
 from .options import QuantOptions
 
 __all__ = ["quantize_onnx_initializers", "symmetric_int8"]
@@ -43,6 +63,10 @@ def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np
 
 def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: QuantOptions | None = None) -> TransformResult:
     """The ONNX side of ``quantize_weights`` (see the module docstring)."""
+    if options is not None and options.weight_type in ("int4", "uint4"):
+        return _quantize_matmuls_4bit(model, minimum_size, options)
+    if options is not None and options.weight_type != "int8":
+        raise TransformError(f"quantize_weights on ONNX stores int8, int4 or uint4 weights, not {options.weight_type}")
     opset = opset_version(model, default=PER_CHANNEL_OPSET)  # none imported: as before, assume 13
     if opset < 10:
         return TransformResult(False, {"initializers_quantized": 0},
@@ -78,3 +102,124 @@ def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: Quan
             elements += tensor.size
     return TransformResult(quantized > 0, {"initializers_quantized": quantized, "elements_quantized": elements,
                                            "bytes_saved": 3 * elements})
+
+
+#: Where the IR keeps an ONNX model's IR version; int4 tensors need 10.
+_IR_VERSION = "onnx.ir_version"
+_INT4_IR_VERSION = 10
+_MS_DOMAIN = "com.microsoft"
+
+
+@dataclass
+class _FourBit:
+    """One 4-bit run: options, fresh names, the weights done (a weight read twice is quantized once)."""
+
+    model: Model
+    options: QuantOptions
+    symmetric: bool
+    names: Names
+    done: dict[Value, list[Value]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    elements: int = 0
+
+
+def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOptions) -> TransformResult:
+    graphs = list(all_graphs(model))
+    candidates = [(graph, node) for graph in graphs for node in graph if node.op == "MatMul" and is_standard(node)]
+    generic = options.target == "generic"
+    if generic:
+        ops = {node.op for graph in graphs for node in graph if is_standard(node)}
+        check_opset_raise(opset_version(model, default=FOURBIT_OPSET), ops)
+    run = _FourBit(model, options, options.weight_type == "int4" and options.symmetric_weights, Names(model))
+    quantized = 0
+    for graph, node in candidates:
+        reason = _why_not_4bit(node, graph, minimum_size, options)
+        if reason:
+            if reason != _NOT_CONSTANT:
+                run.notes.append(f"{node.name}: MatMul left float ({reason})")
+            continue
+        (_dequantize_linear if generic else _matmul_nbits)(run, graph, node)
+        quantized += 1
+    if quantized and generic:
+        imports = dict(model.meta.get(OPSET_IMPORT) or {})
+        key = "ai.onnx" if "ai.onnx" in imports and "" not in imports else ""
+        imports[key] = max(int(imports.get(key) or 0), FOURBIT_OPSET)
+        model.meta[OPSET_IMPORT] = imports
+        model.meta[_IR_VERSION] = max(int(model.meta.get(_IR_VERSION) or 0), _INT4_IR_VERSION)
+    if quantized and not generic:
+        imports = dict(model.meta.get(OPSET_IMPORT) or {})
+        imports.setdefault(_MS_DOMAIN, 1)
+        model.meta[OPSET_IMPORT] = imports
+    for weight in run.done:
+        graph = weight.owner
+        if graph is not None and weight.num_uses == 0 and not weight.is_graph_output:
+            graph.remove_initializer(weight)
+    stats = {"matmuls_quantized": quantized, "weights_quantized": len(run.done), "elements_quantized": run.elements,
+             "bytes_saved": 4 * run.elements - run.elements // 2, "matmuls_left_float": len(run.notes)}
+    return TransformResult(quantized > 0, stats, run.notes)
+
+
+#: A MatMul whose B is an activation: not a weight, nothing to report.
+_NOT_CONSTANT = "B is not constant"
+
+
+def _why_not_4bit(node: Node, graph: Graph, minimum_size: int, options: QuantOptions) -> str:
+    weight = node.inputs[1] if len(node.inputs) > 1 else None
+    if weight is None or not weight.is_initializer or weight.is_graph_input or weight.const is None:
+        return _NOT_CONSTANT
+    if options.excluded(node.op, node.name):
+        return "excluded"
+    tensor = weight.const
+    if tensor.dtype is not DType.FLOAT32:
+        return f"B is {tensor.dtype.value}, not float32"
+    if len(tensor.shape) != 2:
+        return f"B has rank {len(tensor.shape)}, 4-bit blocks need a 2-D [K, N] weight"
+    if tensor.size < max(minimum_size, 1):
+        return f"B has {tensor.size} elements, fewer than minimum_size={minimum_size}"
+    if weight.owner is not graph:
+        return "B belongs to an enclosing graph"
+    return ""
+
+
+def _add(run: _FourBit, graph: Graph, base: str, tensor: Tensor) -> Value:
+    return graph.add_initializer(Value(run.names.fresh(base), const=tensor))
+
+
+def _dequantize_linear(run: _FourBit, graph: Graph, node: Node) -> None:
+    weight = node.inputs[1]
+    if weight not in run.done:
+        codes, scale, zp = dq_blocks(weight.const.numpy(), run.options.block_size, run.symmetric)
+        inputs = [_add(run, graph, f"{weight.name}_DQ_Q4", int4_tensor(codes, run.symmetric)),
+                  _add(run, graph, f"{weight.name}_DQ_scales", Tensor.from_numpy(scale, DType.FLOAT32))]
+        if zp is not None:
+            inputs.append(_add(run, graph, f"{weight.name}_DQ_zero_points", int4_tensor(zp, signed=False)))
+        out = Value(run.names.fresh(f"{inputs[0].name}_output"), DType.FLOAT32, weight.const.shape)
+        dq = Node("DequantizeLinear", inputs, dialect="onnx", name=graph.unique_node_name(f"{node.name}_DQ_Q4"),
+                  attrs={"axis": Attr.int(0), "block_size": Attr.int(run.options.block_size)}, outputs=[out])
+        graph.insert_before(node, dq)
+        run.done[weight] = [out]
+        run.elements += weight.const.size
+    node.replace_input(1, run.done[weight][0])
+
+
+def _matmul_nbits(run: _FourBit, graph: Graph, node: Node) -> None:
+    weight = node.inputs[1]
+    k, n = weight.const.shape
+    if weight not in run.done:
+        packed, scale, zp = nbits_blocks(weight.const.numpy(), run.options.block_size, run.symmetric)
+        inputs = [_add(run, graph, f"{weight.name}_Q4", Tensor.from_numpy(packed, DType.UINT8)),
+                  _add(run, graph, f"{weight.name}_scales", Tensor.from_numpy(scale, DType.FLOAT32))]
+        if zp is not None:
+            inputs.append(_add(run, graph, f"{weight.name}_zero_points", Tensor.from_numpy(zp, DType.UINT8)))
+        run.done[weight] = inputs
+        run.elements += weight.const.size
+    old = node.output
+    out = Value(old.name, old.dtype, old.shape)
+    nbits = Node("MatMulNBits", [node.inputs[0], *run.done[weight]], dialect="onnx", domain=_MS_DOMAIN,
+                 name=graph.unique_node_name(f"{node.name}_Q4"), outputs=[out],
+                 attrs={"K": Attr.int(k), "N": Attr.int(n), "bits": Attr.int(4),
+                        "block_size": Attr.int(run.options.block_size)})
+    graph.insert_before(node, nbits)
+    old.name = f"{old.name}__float"
+    old.replace_all_uses_with(out)
+    graph.remove(node)

@@ -1,0 +1,122 @@
+"""4-bit blockwise quantization of a MatMul weight ``W[K, N]``: the arithmetic onnxruntime uses.
+
+A block is ``block_size`` consecutive rows of one column (along K, the reduction axis); the last
+block of a column may be short.  Per block, in float32, with ``lo = min(block, 0)`` and
+``hi = max(block, 0)``:
+
+* symmetric: ``m`` = the one of ``lo``/``hi`` with the larger magnitude, ``s = -m / 8`` (so the
+  largest magnitude maps to -8 and the scale may be negative), zero point 0 (int4) or 8 (the
+  unsigned nibbles of ``MatMulNBits``);
+* asymmetric: ``s = (hi - lo) / 15``, ``zp = clamp(roundf(-lo / s), 0, 15)``;
+
+codes ``clamp(roundf(w · (1/s)) + zp)`` (``DequantizeLinear`` form) or ``clamp(roundf(w · (1/s) + zp))``
+(``MatMulNBits`` form), ``roundf`` rounding halves away from zero, ``1/s = 0`` when ``s = 0``.
+Both give ``|w - s·(q - zp)| <= |s| / 2``.  O(K·N).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ...errors import TransformError
+from ...ir import DType, Tensor
+
+__all__ = ["FOURBIT_OPSET", "check_opset_raise", "dq_blocks", "int4_tensor", "nbits_blocks"]
+
+#: First default-domain opset whose DequantizeLinear takes int4 and ``block_size``.
+FOURBIT_OPSET = 21
+#: Oldest opset raised to 21 in place: below it, too many operators changed meaning.
+_OLDEST_RAISED = 13
+#: Default-domain operators whose inputs or meaning changed between opset 13 and 21, by the version.
+_CHANGED_AT = {
+    **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2",
+                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"), 18),  # axes: attribute -> input
+    "RoiAlign": 16,  # default coordinate_transformation_mode
+    "GridSample": 20,  # mode names
+    "DFT": 20,  # axis: attribute -> input
+    "GroupNormalization": 21,  # scale/bias per channel instead of per group
+}
+
+
+def _roundf(x: np.ndarray) -> np.ndarray:
+    """C's ``roundf``: halves away from zero (float32 in, float32 out)."""
+    return (np.sign(x) * np.floor(np.abs(x) + np.float32(0.5))).astype(np.float32)
+
+
+def _block_params(lo: np.ndarray, hi: np.ndarray, symmetric: bool, unsigned: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 scales, float32 zero points) from per-block min/max (already including 0)."""
+    if symmetric:
+        peak = np.where(np.abs(hi) > np.abs(lo), hi, lo)
+        scale = (-peak / np.float32(8)).astype(np.float32)
+        return scale, np.full(scale.shape, 8 if unsigned else 0, np.float32)
+    scale = ((hi - lo) / np.float32(15)).astype(np.float32)
+    safe = np.where(scale != 0, scale, np.float32(1))
+    zp_fp = np.where(scale != 0, np.float32(0) - lo / safe, lo).astype(np.float32)
+    return scale, np.clip(_roundf(zp_fp), 0, 15)
+
+
+def _blocks(w: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``w[K, N]`` as ``[kb, block_size, N]`` (zero padded), with the per-block lo/hi ``[kb, N]`` and a validity mask."""
+    k, n = w.shape
+    kb = -(-k // block_size)
+    padded = np.zeros((kb * block_size, n), np.float32)
+    padded[:k] = w
+    blocks = padded.reshape(kb, block_size, n)
+    valid = (np.arange(kb * block_size) < k).reshape(kb, block_size, 1)
+    lo = np.minimum(np.where(valid, blocks, np.inf).min(axis=1), np.float32(0)).astype(np.float32)
+    hi = np.maximum(np.where(valid, blocks, -np.inf).max(axis=1), np.float32(0)).astype(np.float32)
+    return blocks, valid, lo, hi
+
+
+def _reciprocal(scale: np.ndarray) -> np.ndarray:
+    return np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, np.float32(1)), 0).astype(np.float32)
+
+
+def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``DequantizeLinear(axis=0, block_size)`` form: (codes ``[K, N]`` int8 holding int4/uint4 values,
+    float32 scales ``[kb, N]``, zero points ``[kb, N]`` or None when symmetric)."""
+    blocks, _, lo, hi = _blocks(np.asarray(w, np.float32), block_size)
+    scale, zp = _block_params(lo, hi, symmetric, unsigned=not symmetric)
+    qmin, qmax = (-8, 7) if symmetric else (0, 15)
+    scaled = _roundf((blocks * _reciprocal(scale)[:, None, :]).astype(np.float32))
+    codes = np.clip(scaled + zp[:, None, :], qmin, qmax).astype(np.int8).reshape(-1, w.shape[1])[: w.shape[0]]
+    return codes, scale, None if symmetric else zp.astype(np.int8)
+
+
+def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``com.microsoft.MatMulNBits`` (bits=4) inputs: (packed ``[N, kb, block_size/2]`` uint8, float32 scales
+    ``[N, kb]``, packed zero points ``[N, ceil(kb/2)]`` uint8 or None when symmetric).  Low nibble first."""
+    blocks, valid, lo, hi = _blocks(np.asarray(w, np.float32), block_size)
+    scale, zp = _block_params(lo, hi, symmetric, unsigned=True)
+    codes = np.clip(_roundf((blocks * _reciprocal(scale)[:, None, :]).astype(np.float32) + zp[:, None, :]), 0, 15)
+    codes = np.where(valid, codes, 0).astype(np.uint8).transpose(2, 0, 1)  # [N, kb, block]
+    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    if symmetric:
+        return packed, np.ascontiguousarray(scale.T), None
+    zps = zp.T.astype(np.uint8)  # [N, kb]
+    if zps.shape[1] % 2:
+        zps = np.pad(zps, ((0, 0), (0, 1)))
+    return packed, np.ascontiguousarray(scale.T), (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8)
+
+
+def int4_tensor(codes: np.ndarray, signed: bool) -> Tensor:
+    """An INT4/UINT4 tensor of ``codes`` (int8 values in range), stored two per byte when written."""
+    if signed:
+        return Tensor.from_numpy(codes.astype(ml_dtypes.int4), DType.INT4)
+    return Tensor.from_numpy(codes.astype(np.uint8).astype(ml_dtypes.uint4), DType.UINT4)
+
+
+def check_opset_raise(opset: int, ops: set[str]) -> None:
+    """Refuse (one clear error) raising a model of ``opset`` using ``ops`` to opset 21 when that changes its meaning."""
+    if opset >= FOURBIT_OPSET:
+        return
+    hint = ("convert the model to opset 21 first (onnx.version_converter), or use target=onnxruntime "
+            "(com.microsoft.MatMulNBits, any opset)")
+    if opset < _OLDEST_RAISED:
+        raise TransformError(f"4-bit DequantizeLinear needs opset {FOURBIT_OPSET}; this model is opset {opset}, "
+                             f"too old to raise in place: {hint}")
+    changed = sorted(op for op in ops if opset < _CHANGED_AT.get(op, 0) <= FOURBIT_OPSET)
+    if changed:
+        raise TransformError(f"4-bit DequantizeLinear needs opset {FOURBIT_OPSET}; raising this opset-{opset} model "
+                             f"would change {', '.join(changed)}: {hint}")
