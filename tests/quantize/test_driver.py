@@ -1,0 +1,208 @@
+"""graphwright.quantize.quantize: modes, samples and their held-out split, keep_float, refusals.
+
+Every number of the report is checked against onnxruntime run here on the saved models, and the
+sensitivity ranking against onnxruntime.quantization's own quantize_dynamic of one layer at a time.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from tensorboard.compat.proto import graph_pb2
+
+import graphwright as gw
+from graphwright.errors import TransformError
+from graphwright.quantize.driver import HOLDOUT_STRIDE
+
+EVAL = 16
+
+
+def mlp(path: Path, *, outlier: bool = False, seed: int = 0) -> Path:
+    """x[1,64] -> fc1 (MatMul 64x128) -> Relu -> fc2 (MatMul 128x10) -> y[1,10] (a classifier's scores).
+
+    ``outlier``: fc2's weights hold one value 500x the others, read only by an always-zero unit
+    (fc1's column 0 is zero), so it costs the output nothing in float but makes fc2's per-tensor
+    int8 step coarser than most of its weights: fc2 is by far the most sensitive layer.
+    """
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(size=(64, 128)).astype(np.float32) / 8
+    w2 = rng.normal(size=(128, 10)).astype(np.float32) / 10
+    if outlier:
+        w1[:, 0] = 0.0
+        w2[0, 0] = 50.0
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W1"], ["h"], name="fc1"),
+         helper.make_node("Relu", ["h"], ["r"], name="relu"),
+         helper.make_node("MatMul", ["r", "W2"], ["y"], name="fc2")],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
+        [numpy_helper.from_array(w1, "W1"), numpy_helper.from_array(w2, "W2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def samples(count: int, seed: int = 1) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{"x": rng.normal(size=(1, 64)).astype(np.float32)} for _ in range(count)]
+
+
+def held_out(feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """The samples the report is measured on, as the driver documents it: every fifth."""
+    return feeds[HOLDOUT_STRIDE - 1::HOLDOUT_STRIDE][:EVAL]
+
+
+def ort_outputs(path: Path | bytes, feeds: list[dict[str, np.ndarray]], names: list[str] | None = None) -> list[list[np.ndarray]]:
+    data = path if isinstance(path, bytes) else path.read_bytes()
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    return [session.run(names, feed) for feed in feeds]
+
+
+def with_output(path: Path, name: str) -> bytes:
+    """The model with the intermediate ``name`` as an extra output (onnx itself, not graphwright)."""
+    model = onnx.load(path)
+    model.graph.output.append(helper.make_empty_tensor_value_info(name))
+    return model.SerializeToString()
+
+
+def sqnr(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    a64, b64 = np.concatenate([x.ravel() for x in a]).astype(np.float64), np.concatenate([x.ravel() for x in b])
+    return 10 * math.log10(np.sum(a64 ** 2) / np.sum((a64 - b64) ** 2))
+
+
+def test_weights_report_matches_onnxruntime(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    before = src.read_bytes()
+    feeds = samples(120)
+    model, report = gw.quantize(src, mode="weights", samples=feeds, minimum_size=16)
+    out = tmp_path / "q.onnx"
+    gw.save(model, out)
+    assert src.read_bytes() == before
+    assert report.stats["initializers_quantized"] == 2 and report.eval_split == "held-out"
+    assert report.eval_samples == EVAL and report.warnings == []
+    evaluated = held_out(feeds)
+    a = [o[0] for o in ort_outputs(src, evaluated)]
+    b = [o[0] for o in ort_outputs(out, evaluated)]
+    (row,) = report.outputs
+    assert row.name == "y" and row.shape == [1, 10]
+    assert row.sqnr_db == pytest.approx(sqnr(a, b), abs=1e-6)
+    diff = np.abs(np.stack(a).astype(np.float64) - np.stack(b))
+    assert row.max_abs == pytest.approx(diff.max(), rel=1e-9)
+    assert row.mean_abs == pytest.approx(diff.mean(), rel=1e-9)
+    assert row.rel_error == pytest.approx(diff.max() / np.abs(np.stack(a)).max(), rel=1e-9)
+    agree = np.mean([x.argmax() == y.argmax() for x, y in zip(a, b)])
+    assert row.top1_agreement == pytest.approx(agree)
+    # per layer: fc1's output h, read from both models by onnxruntime
+    ha = [o[1] for o in ort_outputs(with_output(src, "h"), evaluated)]
+    hb = [o[1] for o in ort_outputs(with_output(out, "h"), evaluated)]
+    layers = {x.node: x for x in report.layers}
+    assert set(layers) == {"fc1", "fc2"} and layers["fc1"].tensor == "h"
+    assert layers["fc1"].sqnr_db == pytest.approx(sqnr(ha, hb), abs=1e-6)
+    assert 20 < layers["fc1"].sqnr_db < 60  # int8 weights: about 40 dB, not exact, not garbage
+    assert report.size_after == len(out.read_bytes()) and report.size_before == len(before)
+    assert report.size_after < report.size_before / 2
+    assert report.latency_before_ms > 0 and report.latency_after_ms > 0 and report.runtime == "onnxruntime"
+
+
+def _anchor_sensitivity(src: Path, tmp_path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Output SQNR with each layer alone quantized by onnxruntime.quantization.quantize_dynamic."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    reference = [o[0] for o in ort_outputs(src, feeds)]
+    scores = {}
+    for layer in ("fc1", "fc2"):
+        path = tmp_path / f"anchor_{layer}.onnx"
+        quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8, per_channel=False,
+                         nodes_to_quantize=[layer])
+        scores[layer] = sqnr(reference, [o[0] for o in ort_outputs(path, feeds)])
+    return scores
+
+
+def test_keep_float_keeps_the_layer_onnxruntime_finds_most_sensitive(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx", outlier=True)
+    feeds = samples(100)
+    model, report = gw.quantize(src, mode="dynamic", samples=feeds, per_channel=False, keep_float="auto:1")
+    # the sensitivity runs on the first calibration samples: the first 8 not held out
+    sensitivity_feeds = [f for i, f in enumerate(feeds[:9]) if (i + 1) % HOLDOUT_STRIDE]
+    anchor = _anchor_sensitivity(src, tmp_path, sensitivity_feeds)
+    ranked = [s.node for s in report.sensitivity]
+    assert ranked == sorted(anchor, key=anchor.get) == ["fc2", "fc1"]
+    for item in report.sensitivity:
+        assert item.sqnr_db == pytest.approx(anchor[item.node], abs=0.05), (item, anchor)
+    assert report.kept_float == ["fc2"] and [s.kept_float for s in report.sensitivity] == [True, False]
+    ops = {node.name: node.op for node in model.graph}
+    assert ops["fc2"] == "MatMul" and "fc1" not in ops and "MatMulInteger" in ops.values()
+    assert report.warnings == []
+    # keeping fc2 float is what makes the result good: compare with quantizing both
+    _, everything = gw.quantize(src, mode="dynamic", samples=feeds, per_channel=False)
+    assert report.outputs[0].sqnr_db > everything.outputs[0].sqnr_db + 10
+
+
+def test_exclusion_not_honoured_is_a_warning_not_a_silent_lie(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    model, report = gw.quantize(src, mode="weights", samples=samples(30), minimum_size=16, exclude_nodes=["fc1"])
+    weights_float = {v.name for v in model.graph.initializers if v.const is not None and v.const.dtype is gw.DType.FLOAT32
+                     and v.const.size >= 16}
+    if "W1" in weights_float:  # the transform left fc1 float: nothing to warn about
+        assert report.warnings == []
+    else:
+        assert any("fc1" in w and "quantized anyway" in w for w in report.warnings), report.warnings
+
+
+def test_no_data_is_synthetic_with_a_loud_warning(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    with pytest.warns(UserWarning, match="NO CALIBRATION DATA"):
+        _, report = gw.quantize(src, mode="dynamic", seed=3)
+    assert report.data_source == "synthetic (seed 3)"
+    assert any("NO CALIBRATION DATA" in w for w in report.warnings)
+    assert report.eval_samples == EVAL and report.outputs[0].sqnr_db > 20
+
+
+def test_too_few_samples_report_on_calibration_samples_and_say_so(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    _, report = gw.quantize(src, mode="dynamic", samples=samples(3))
+    assert report.eval_split == "calibration" and report.eval_samples == 3
+    assert any("too few samples" in w for w in report.warnings)
+
+
+def test_a_model_object_is_not_changed(tmp_path: Path) -> None:
+    model = gw.load(mlp(tmp_path / "mlp.onnx"))
+    before = gw.serialize(model)
+    quantized, _ = gw.quantize(model, mode="dynamic", samples=samples(30), report=False)
+    assert gw.serialize(model) == before and gw.serialize(quantized) != before
+
+
+def test_graphdef_names_the_eight_bit_transforms(tmp_path: Path) -> None:
+    gd = graph_pb2.GraphDef()
+    gd.node.add(name="input", op="Placeholder").attr["dtype"].type = 1
+    gd.node.add(name="Identity", op="Identity", input=["input"]).attr["T"].type = 1
+    path = tmp_path / "model.pb"
+    path.write_bytes(gd.SerializeToString())
+    with pytest.raises(TransformError) as info:
+        gw.quantize(path, mode="static")
+    message = str(info.value)
+    assert "\n" not in message
+    for name in ("quantize_weights", "quantize_nodes", "freeze_requantization_ranges", "calibrate"):
+        assert name in message
+
+
+@pytest.mark.parametrize(("mode", "kwargs", "needle"), [
+    ("16x8", {}, "use one of static, dynamic, weights"),
+    ("weights", {"bits": 3}, "bits=3"),
+    ("dynamic", {"bits": 4}, "bits=4"),
+    ("static", {"method": "median"}, "method must be one of minmax"),
+    ("dynamic", {"keep_float": "auto:x"}, "keep_float must be N or auto:N"),
+])
+def test_bad_options_are_one_line(tmp_path: Path, mode: str, kwargs: dict[str, object], needle: str) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    with warnings.catch_warnings(), pytest.raises(TransformError, match=needle):
+        warnings.simplefilter("ignore")
+        gw.quantize(src, mode=mode, **kwargs)
