@@ -91,6 +91,8 @@ class QdqPlan:
     #: Nodes left float: (reason, op) -> count; and the excluded node names.
     left_float: Counter[tuple[str, str]] = field(default_factory=Counter)
     excluded: list[str] = field(default_factory=list)
+    #: Other inputs of removed nodes (a Clip's bounds): dropped when nothing reads them any more.
+    orphans: list[Value] = field(default_factory=list)
 
     def quantized(self, value: Value | None) -> bool:
         return value is not None and (value in self.marks or value in self.biases)
@@ -260,6 +262,7 @@ class _Walk:
         self.plan.marks.pop(source, None)
         name = out.name
         out.replace_all_uses_with(source)
+        self.plan.orphans.extend(v for v in node.inputs[1:] if v is not None)
         self.graph.remove(node)
         out.name = f"{name}__removed"
         source.name = name

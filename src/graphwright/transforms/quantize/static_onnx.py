@@ -171,7 +171,7 @@ class _Writer:
             shared = [(v, p) for v, p in shared if v not in self.done]
         for bias, mark in plan.biases.items():
             self.dequantize_bias(bias, mark)
-        for value in self.replaced:
+        for value in (*self.replaced, *plan.orphans):
             if not value.uses() and not value.is_graph_output and value.is_initializer:
                 self.graph.remove_initializer(value)
 
