@@ -11,7 +11,7 @@ throughout).  Each function here says which one it follows; all are O(size of th
 * weights: symmetric int8 in [-127, 127], per channel along the operator's weight axis
   (per tensor for other constants), ``scale = max|w| / 127``; a channel whose range is under
   1e-6 is given the range [-5e-7, 5e-7] (MLIR) so its scale is never 0; codes
-  ``round(w * (1 / scale))`` in float32 (both quantizers write constants that way).
+  ``round(w * inv)`` in float32 with ``inv = 1 / scale`` (MLIR) or ``127 / max|w|`` (16x8).
 * biases: ``scale = s_in * s_w[c]`` in float32, zero point 0, codes as the weights', int32
   (int8) or int64 (16x8).
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "activation_int8", "activation_int16", "bias_codes", "weight_codes", "weight_scales",
+    "activation_int8", "activation_int16", "bias_codes", "quantize_weight",
 ]
 
 #: MLIR's smallest weight range: narrower ranges are widened to it around 0.
@@ -55,32 +55,32 @@ def activation_int16(lo: float, hi: float) -> tuple[float, int]:
     return float(np.float32(bound) / np.float32(32767)), 0
 
 
-def weight_scales(weights: np.ndarray, axis: int | None, *, widen: bool) -> np.ndarray:
-    """Symmetric int8 scales (float32), one per slice along ``axis`` (one when ``axis`` is None).
+def quantize_weight(weights: np.ndarray, axis: int | None, *, legacy: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 codes, float32 scales) of a symmetric weight, one scale per slice along ``axis``
+    (one for all when ``axis`` is None): ``scale = max|w| / 127`` and codes ``round(w * inv)``
+    in float32, halves away from zero, clamped to [-127, 127].
 
-    ``widen``: a range under 1e-6 becomes [-5e-7, 5e-7] (MLIR, int8 models); otherwise an
-    all-zero slice gets scale 1 (16x8 models).
+    MLIR (int8 models, ``legacy=False``): ``inv = 1 / scale``, and a range under 1e-6 becomes
+    [-5e-7, 5e-7].  Flatbuffer quantizer (16x8, ``legacy=True``): ``inv = 127 / max|w|``, and
+    an all-zero slice gets scale 0 and codes 0.
     """
     w = np.asarray(weights, np.float32)
+    shape = [1] * w.ndim
     if axis is None:
         bound = np.abs(w).max(initial=0.0).reshape(1)
     else:
+        shape[axis] = -1
         moved = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1)
         bound = np.maximum(np.abs(moved.min(axis=1, initial=0.0)), np.abs(moved.max(axis=1, initial=0.0)))
-    if widen:
-        return (np.maximum(bound.astype(np.float64), NEAR_ZERO / 2) / 127).astype(np.float32)
-    scales = bound.astype(np.float32) / np.float32(127)
-    return np.where(scales == 0, np.float32(1), scales).astype(np.float32)
-
-
-def weight_codes(weights: np.ndarray, scales: np.ndarray, axis: int | None) -> np.ndarray:
-    """int8 codes of ``weights`` with ``scales`` along ``axis``: ``round(w * (1 / scale))`` in
-    float32, halves away from zero, clamped to [-127, 127] (both quantizers)."""
-    w = np.asarray(weights, np.float32)
-    shape = [1] * w.ndim
-    if axis is not None:
-        shape[axis] = -1
-    return np.clip(_round_away(w * _inverse(scales).reshape(shape)), -127, 127).astype(np.int8)
+    bound = bound.astype(np.float32)
+    if legacy:
+        scales = bound / np.float32(127)
+        inverse = np.where(bound == 0, np.float32(0), np.float32(127) / np.where(bound == 0, 1, bound))
+    else:
+        scales = (np.maximum(bound.astype(np.float64), NEAR_ZERO / 2) / 127).astype(np.float32)
+        inverse = _inverse(scales)
+    codes = _round_away(w * inverse.astype(np.float32).reshape(shape))
+    return np.clip(codes, -127, 127).astype(np.int8), scales.astype(np.float32)
 
 
 def bias_codes(bias: np.ndarray, input_scale: float, scales: np.ndarray, *, bits: int) -> tuple[np.ndarray, np.ndarray]:

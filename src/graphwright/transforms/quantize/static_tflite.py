@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from ..registry import TransformResult
-from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, weight_codes, weight_scales
+from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, quantize_weight
 from ._tflite_quant_ops import FIXED_OUTPUT, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
@@ -286,6 +286,14 @@ class _Planner:
         return state.params
 
 
+def _extent(data: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
+    """The per-channel (or whole-tensor) min and max of a weight, as the 16x8 quantizer records them."""
+    if axis is None:
+        return {"min": data.min(keepdims=True).reshape(1), "max": data.max(keepdims=True).reshape(1)}
+    moved = np.moveaxis(data, axis, 0).reshape(data.shape[axis], -1)
+    return {"min": moved.min(axis=1), "max": moved.max(axis=1)}
+
+
 def _is_float(node: Node) -> bool:
     return any(v is not None and v.dtype is DType.FLOAT32 for v in (*node.inputs, *node.outputs))
 
@@ -337,10 +345,10 @@ class _Rewriter:
                 continue
             axis_used = axis if self.plan.options.per_channel and axis is not None else None
             data = value.const.numpy()
-            scales = weight_scales(data, axis_used, widen=not legacy)
-            codes = weight_codes(data, scales, axis_used)
+            codes, scales = quantize_weight(data, axis_used, legacy=legacy)
             zeros = np.zeros(scales.size, np.int64)
-            self._set_const(value, codes, QuantParams(scales, zeros, axis_used or 0))
+            extent = _extent(data, axis_used) if legacy else {}
+            self._set_const(value, codes, QuantParams(scales, zeros, axis_used or 0, **extent))
             weights[index] = scales
         if spec.bias is not None:
             b, a, w = spec.bias
@@ -368,9 +376,14 @@ class _Rewriter:
         value.quant = quant
 
     def _retype(self, value: Value) -> None:
-        scale, zero = self.plan.params(value)
         value.dtype = self.dtype
-        value.quant = QuantParams([scale], [zero])
+        value.quant = self._activation_quant(value, self.plan.params(value))
+
+    def _activation_quant(self, value: Value, params: Params) -> QuantParams:
+        """Scale and zero point; in 16x8 also the calibrated min/max, which that quantizer records."""
+        found = self.plan.ranges.get(value.name) if self.mode == "int16" else None
+        extent = {"min": [found[0]], "max": [found[1]]} if found is not None else {}
+        return QuantParams([params[0]], [params[1]], **extent)
 
     # -- float edges -----------------------------------------------------------------
     def _boundary_uses(self) -> list[tuple[Node, int, Value, bool]]:
@@ -403,8 +416,8 @@ class _Rewriter:
         if self.mode == "int8" and key in shared:
             node.replace_input(index, shared[key])
             return
-        scale, zero = self.plan.own(value) if value not in self.plan.states else self.plan.params(value)
-        out = Value(self._name(value, "quantize"), self.dtype, value.shape, quant=QuantParams([scale], [zero]))
+        params = self.plan.own(value) if value not in self.plan.states else self.plan.params(value)
+        out = Value(self._name(value, "quantize"), self.dtype, value.shape, quant=self._activation_quant(value, params))
         quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
         quantize.meta["tflite.version"] = 1 if self.mode == "int8" else 2
         self._place(quantize, node, value)
