@@ -45,3 +45,204 @@ def test_onnx_symmetric_int8_error_is_half_a_step() -> None:
     assert codes.dtype == np.int8 and scale.shape == (8,) and np.abs(codes).max() == 127
     restored = codes.astype(np.float32) * scale[:, None, None, None]
     assert np.all(np.abs(restored - w) <= scale[:, None, None, None] / 2 + 1e-7)
+
+
+# -- 4-bit: int4/uint4 blocks along K, against onnxruntime's MatMulNBitsQuantizer ------------------------------
+
+def _mlp_4bit(path, opset: int = 17, extra_op: str | None = None):
+    """x[2, 72] -> MatMul(W1[72, 48]) -> Relu -> MatMul(W2[48, 16]) (+ an optional op that changes with the opset)."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+
+    rng = np.random.default_rng(4)
+    w1 = rng.normal(0, 0.3, (72, 48)).astype(np.float32)
+    w1[:32, 0] = 0.0  # an all-zero block: scale 0
+    w1[32:64, 1] = np.abs(w1[32:64, 1])  # an all-positive block: the peak is positive, the scale negative
+    nodes = [oh.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), oh.make_node("Relu", ["h"], ["r"], name="relu"),
+             oh.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
+    outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])]
+    if extra_op == "ReduceMean":
+        nodes.append(oh.make_node("ReduceMean", ["y"], ["m"], axes=[1], name="mean"))
+        outputs.append(oh.make_tensor_value_info("m", TensorProto.FLOAT, None))
+    graph = oh.make_graph(nodes, "mlp4", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 72])], outputs,
+                          [numpy_helper.from_array(w1, "w1"),
+                           numpy_helper.from_array(rng.normal(0, 0.3, (48, 16)).astype(np.float32), "w2")])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def _bert():
+    from tests.models.build_onnx_corpus import corpus_model
+
+    return corpus_model("hf_bert-ts-dyn").path
+
+
+def _feeds(name: str) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(5)
+    if name == "mlp":
+        return {"x": rng.normal(0, 1, (2, 72)).astype(np.float32)}
+    ids = rng.integers(0, 1000, (2, 16), dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+
+
+def _options(symmetric: bool, target: str, block_size: int = 32):
+    from graphwright.transforms.quantize.options import QuantOptions
+
+    return QuantOptions(weight_type="int4" if symmetric else "uint4", symmetric_weights=symmetric,
+                        block_size=block_size, target=target)
+
+
+def _run(path, feeds):
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def _raw_initializers(path) -> dict[str, tuple[int, list[int], bytes]]:
+    import onnx
+    from onnx import numpy_helper
+
+    return {t.name: (t.data_type, list(t.dims), t.raw_data or numpy_helper.to_array(t).tobytes())
+            for t in onnx.load(str(path)).graph.initializer}
+
+
+@pytest.mark.parametrize("name", ["mlp", "bert"])
+@pytest.mark.parametrize("target", ["onnxruntime", "generic"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_4bit_weights_are_byte_identical_to_matmul_nbits_quantizer(name: str, target: str, symmetric: bool,
+                                                                   tmp_path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    src = _mlp_4bit(tmp_path / "mlp.onnx") if name == "mlp" else _bert()
+    fmt = QuantFormat.QOperator if target == "onnxruntime" else QuantFormat.QDQ
+    anchor = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=32, is_symmetric=symmetric, quant_format=fmt)
+    anchor.process()
+    onnx.save(anchor.model.model, tmp_path / "ort.onnx")
+    model = gw.load(src)
+    result = quantize_onnx_initializers(model, minimum_size=0, options=_options(symmetric, target))
+    gw.save(model, tmp_path / "gw.onnx")
+    onnx.checker.check_model(str(tmp_path / "gw.onnx"))
+
+    theirs, ours = _raw_initializers(tmp_path / "ort.onnx"), _raw_initializers(tmp_path / "gw.onnx")
+    assert set(ours) == set(theirs)
+    assert ours == theirs  # element type, dims and packed bytes of every weight, scale and zero point
+    ops = {n.op_type for n in onnx.load(str(tmp_path / "gw.onnx")).graph.node}
+    assert ("MatMulNBits" in ops) == (target == "onnxruntime") and result.stats["matmuls_quantized"] >= 2
+    if target == "generic":
+        assert onnx.load(str(tmp_path / "gw.onnx")).opset_import[0].version == 21
+
+    feeds = _feeds(name)
+    (flt,), (ref,), (out,) = _run(src, feeds)[:1], _run(tmp_path / "ort.onnx", feeds)[:1], _run(tmp_path / "gw.onnx",
+                                                                                                   feeds)[:1]
+    np.testing.assert_array_equal(out, ref)  # same weights, same kernels
+    # sixteen levels per block: a coarse but bounded error (the per-element bound is tested below)
+    assert np.abs(out - flt).max() <= 0.25 * np.abs(flt).max()
+
+
+def _dequantized_by_hand(path, weight: str, symmetric: bool, target: str, k: int, n: int, block: int):
+    """(dequantized W[K, N], |scale| broadcast to [K, N]) from the saved initializers, unpacked in NumPy."""
+    import onnx
+    from onnx import numpy_helper
+
+    inits = {t.name: t for t in onnx.load(str(path)).graph.initializer}
+    rows = np.arange(k) // block
+    if target == "generic":
+        codes = numpy_helper.to_array(inits[f"{weight}_DQ_Q4"]).astype(np.int32)
+        scale = numpy_helper.to_array(inits[f"{weight}_DQ_scales"])[rows]
+        zp = 0 if symmetric else numpy_helper.to_array(inits[f"{weight}_DQ_zero_points"]).astype(np.int32)[rows]
+        return (codes - zp) * scale, np.abs(scale)
+    packed = numpy_helper.to_array(inits[f"{weight}_Q4"])  # [N, kb, block/2]
+    nibbles = np.stack([packed & 15, packed >> 4], axis=-1).reshape(n, -1)[:, :k].astype(np.int32).T
+    scale = numpy_helper.to_array(inits[f"{weight}_scales"]).T[rows]  # [N, kb] -> [K, N]
+    if symmetric:
+        zp = 8
+    else:
+        zpp = numpy_helper.to_array(inits[f"{weight}_zero_points"])
+        zp = np.stack([zpp & 15, zpp >> 4], axis=-1).reshape(n, -1).astype(np.int32).T[rows]
+    return (nibbles - zp) * scale, np.abs(scale)
+
+
+@pytest.mark.parametrize("target", ["onnxruntime", "generic"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_4bit_runs_on_onnxruntime_and_dequantizes_within_half_a_step(target: str, symmetric: bool, tmp_path) -> None:
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    src = _mlp_4bit(tmp_path / "mlp.onnx")
+    w1 = np.asarray(gw.load(src).graph.initializers[0].const.numpy())
+    model = gw.load(src)
+    quantize_onnx_initializers(model, minimum_size=0, options=_options(symmetric, target))
+    # only the first MatMul: x = I gives its dequantized weight exactly as onnxruntime computes it
+    model.graph.set_outputs([next(n for n in model.graph if n.name.startswith("mm1")).output])
+    gw.save(model, tmp_path / "q.onnx")
+    restored, step = _dequantized_by_hand(tmp_path / "q.onnx", "w1", symmetric, target, 72, 48, 32)
+    error = np.abs(w1 - restored)
+    within = error <= step / 2 + 1e-6  # the 4-bit bound, per element
+    if symmetric:  # onnxruntime's symmetric blocks stop at 7|s| on the side opposite the peak (-8 -> the peak)
+        clipped = ~within
+        assert np.all(np.isclose(np.abs(restored[clipped]), 7 * step[clipped], rtol=1e-6))  # at the short end
+        assert np.all(np.abs(w1[clipped]) > 7 * step[clipped]) and np.all(error[clipped] <= step[clipped] + 1e-6)
+        assert clipped.mean() < 0.01
+    else:
+        assert within.all()
+    assert error.max() > 0  # really quantized
+    import onnx
+    from onnx import helper as oh
+
+    proto = onnx.load(str(tmp_path / "q.onnx"))
+    proto.graph.input[0].CopyFrom(oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [72, 72]))
+    proto.graph.output[0].CopyFrom(oh.make_tensor_value_info(proto.graph.output[0].name, onnx.TensorProto.FLOAT,
+                                                             [72, 48]))
+    onnx.save(proto, tmp_path / "eye.onnx")
+    (ran,) = _run(tmp_path / "eye.onnx", {"x": np.eye(72, dtype=np.float32)})
+    np.testing.assert_allclose(ran, restored, rtol=1e-6, atol=1e-7)
+
+
+def test_4bit_opset_raise_is_refused_when_it_changes_meaning(tmp_path) -> None:
+    from graphwright.errors import TransformError
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    src = _mlp_4bit(tmp_path / "reduce.onnx", extra_op="ReduceMean")
+    model = gw.load(src)
+    with pytest.raises(TransformError, match=r"would change ReduceMean.*target=onnxruntime"):
+        quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "generic"))
+    assert not any(n.op == "DequantizeLinear" for n in model.graph)  # nothing touched
+    old = _mlp_4bit(tmp_path / "old.onnx", opset=11)
+    with pytest.raises(TransformError, match="too old"):
+        quantize_onnx_initializers(gw.load(old), minimum_size=0, options=_options(True, "generic"))
+    result = quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "onnxruntime"))
+    assert result.stats["matmuls_quantized"] == 2  # MatMulNBits needs no opset change
+    gw.save(model, tmp_path / "nbits.onnx")
+    outs = _run(tmp_path / "nbits.onnx", _feeds("mlp"))
+    assert len(outs) == 2 and np.isfinite(outs[1]).all()
+
+
+def test_4bit_through_the_pipeline_with_exclusions(tmp_path) -> None:
+    src = _mlp_4bit(tmp_path / "mlp.onnx")
+    model = gw.load(src)
+    report = gw.transform(model, "quantize_weights(bits=4, block_size=16, minimum_size=0, target=onnxruntime, "
+                                 "exclude_nodes=mm2)")
+    step = report.steps[0]
+    assert step.stats["matmuls_quantized"] == 1 and any("mm2" in note and "excluded" in note for note in step.notes)
+    assert [n.op for n in model.graph if n.op in ("MatMul", "MatMulNBits")] == ["MatMulNBits", "MatMul"]
+    nbits = next(n for n in model.graph if n.op == "MatMulNBits")
+    assert (nbits.attr("K"), nbits.attr("N"), nbits.attr("bits"), nbits.attr("block_size")) == (72, 48, 4, 16)
+    gw.save(model, tmp_path / "q.onnx")
+    (flt,), (out,) = _run(src, _feeds("mlp")), _run(tmp_path / "q.onnx", _feeds("mlp"))
+    assert 0 < np.abs(out - flt).max() <= 0.25 * np.abs(flt).max()
+
+
+def test_onnx_weight_type_uint8_is_refused() -> None:
+    from graphwright.errors import TransformError
+    from graphwright.transforms.quantize.options import QuantOptions
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    model = gw.load(EXAMPLE.with_suffix(".onnx"))
+    with pytest.raises(TransformError, match="int8, int4 or uint4"):
+        quantize_onnx_initializers(model, minimum_size=0, options=QuantOptions(weight_type="uint8"))

@@ -11,7 +11,10 @@ block of a column may be short.  Per block, in float32, with ``lo = min(block, 0
 
 codes ``clamp(roundf(w · (1/s)) + zp)`` (``DequantizeLinear`` form) or ``clamp(roundf(w · (1/s) + zp))``
 (``MatMulNBits`` form), ``roundf`` rounding halves away from zero, ``1/s = 0`` when ``s = 0``.
-Both give ``|w - s·(q - zp)| <= |s| / 2``.  O(K·N).
+Asymmetric blocks give ``|w - s·(q - zp)| <= s / 2`` everywhere.  Symmetric blocks give it except
+for values of the sign opposite to the peak beyond ``7/8`` of its magnitude: the codes stop at
+``7·|s|`` on that side, so those clip with an error up to ``|s|`` (onnxruntime's scheme, kept for
+identical bytes).  The padding nibble of an odd number of zero points is 8.  O(K·N).
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.nd
         return packed, np.ascontiguousarray(scale.T), None
     zps = zp.T.astype(np.uint8)  # [N, kb]
     if zps.shape[1] % 2:
-        zps = np.pad(zps, ((0, 0), (0, 1)))
+        zps = np.pad(zps, ((0, 0), (0, 1)), constant_values=8)
     return packed, np.ascontiguousarray(scale.T), (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8)
 
 
