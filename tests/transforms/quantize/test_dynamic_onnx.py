@@ -81,10 +81,29 @@ def cnn(path: Path) -> Path:
     return _save(graph, path)
 
 
+def lstm(path: Path) -> Path:
+    """A bidirectional LSTM (bias, initial state omitted) and a MatMul on its last hidden state."""
+    rng = np.random.default_rng(_RNG_SEED + 2)
+    hidden, size = 12, 6
+    nodes = [oh.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "Y_h"], name="lstm", hidden_size=hidden,
+                          direction="bidirectional"),
+             oh.make_node("Reshape", ["Y_h", "flat_shape"], ["h"], name="flat"),
+             oh.make_node("MatMul", ["h", "head"], ["y"], name="head_mm")]
+    inits = [_init(rng, "W", (2, 4 * hidden, size)), _init(rng, "R", (2, 4 * hidden, hidden)),
+             _init(rng, "B", (2, 8 * hidden), 0.1), _init(rng, "head", (2 * hidden, 3)),
+             numpy_helper.from_array(np.array([2, 2 * hidden], np.int64), "flat_shape")]
+    graph = oh.make_graph(nodes, "lstm", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [5, 2, size])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                           oh.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 2, 2, hidden])], inits)
+    return _save(graph, path)
+
+
 def _source(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     rng = np.random.default_rng(3)
     if name == "mlp":
         return mlp(tmp_path / "mlp.onnx"), {"ids": rng.integers(0, 50, (2, 5), dtype=np.int64)}
+    if name == "lstm":
+        return lstm(tmp_path / "lstm.onnx"), {"x": rng.normal(0, 1, (5, 2, 6)).astype(np.float32)}
     if name == "cnn":
         return cnn(tmp_path / "cnn.onnx"), {"x": rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)}
     from tests.models.build_onnx_corpus import corpus_model
@@ -118,7 +137,7 @@ def _run(path: Path, feeds: dict[str, np.ndarray], level: str = "ORT_ENABLE_ALL"
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "hf_bert-ts-dyn", "hf_gpt2-ts-dyn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm", "hf_bert-ts-dyn", "hf_gpt2-ts-dyn"])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_same_parameters_and_outputs_as_quantize_dynamic(name: str, per_channel: bool, tmp_path: Path) -> None:
     src, feeds = _source(name, tmp_path)
@@ -135,10 +154,10 @@ def test_same_parameters_and_outputs_as_quantize_dynamic(name: str, per_channel:
         np.testing.assert_array_equal(ours[n], theirs[n], err_msg=n)
     assert set(ours) == set(theirs)  # the float weights that were quantized are gone from both
 
-    for op in ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "DequantizeLinear"):
+    for op in ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "DequantizeLinear", "DynamicQuantizeLSTM"):
         assert _ops(tmp_path / "gw.onnx")[op] == _ops(tmp_path / "ort.onnx")[op], op
     assert result.stats["nodes_quantized"] == sum(_ops(tmp_path / "gw.onnx")[op] for op in (
-        "MatMulInteger", "ConvInteger")) + _ops(tmp_path / "gw.onnx")["DequantizeLinear"]
+        "MatMulInteger", "ConvInteger", "DequantizeLinear", "DynamicQuantizeLSTM")) > 0
 
     float_out = _run(src, feeds)
     ort_out = _run(tmp_path / "ort.onnx", feeds)

@@ -18,8 +18,10 @@ stored as float32), zero point 0; uint8 (or ``symmetric_weights=False``)
 Per channel (``per_channel``) a MatMul weight has one scale per output column (its last
 axis).  One ``DynamicQuantizeLinear`` serves every reader of the same activation; a weight read
 by several nodes is quantized once.  Only the main graph is quantized (subgraphs stay float, as
-onnxruntime by default).  LSTM and the ``com.microsoft`` Attention / EmbedLayerNormalization
-ops stay float, each with a note.  O(N + weights).
+onnxruntime by default).  ``LSTM(x, W, R, ...)`` becomes ``com.microsoft.DynamicQuantizeLSTM`` with
+int8 W and R (symmetric per direction, or per gate row with ``per_channel``; always int8, as
+onnxruntime).  The ``com.microsoft`` Attention / EmbedLayerNormalization ops stay float, each
+with a note.  O(N + weights).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 
 from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, constant_value
-from .._onnx import Names, is_standard, opset_version
+from .._onnx import OPSET_IMPORT, Names, is_standard, opset_version
 from ..registry import TransformResult
 from .options import QuantOptions
 
@@ -41,8 +43,8 @@ DYNAMIC_OPSET = 11
 _ONNX_FLOAT = 1
 #: A node that is not a quantization candidate (quietly left alone, as onnxruntime does).
 _NOT_A_WEIGHT = "not a weight"
-_LEFT_FLOAT = {"LSTM": "LSTM is left float (DynamicQuantizeLSTM is not written)",
-               "Attention": "com.microsoft Attention is left float (QAttention is not written)",
+_MS_DOMAIN = "com.microsoft"
+_LEFT_FLOAT = {"Attention": "com.microsoft Attention is left float (QAttention is not written)",
                "EmbedLayerNormalization": "com.microsoft EmbedLayerNormalization is left float"}
 
 
@@ -92,6 +94,10 @@ def quantize_dynamic_onnx(model: Model, options: QuantOptions) -> TransformResul
     for node in list(model.graph):
         run.visit(node)
     run.drop_unused()
+    if run.uses_ms_domain:
+        imports = dict(model.meta.get(OPSET_IMPORT) or {})
+        imports.setdefault(_MS_DOMAIN, 1)
+        model.meta[OPSET_IMPORT] = imports
     counts = run.counts
     stats = {"nodes_quantized": sum(counts.values()), **{f"{op}_quantized": n for op, n in sorted(counts.items())},
              "nodes_left_float": len(run.notes)}
@@ -112,6 +118,7 @@ class _Dynamic:
         self.dequantized: list[Node] = []
         self.counts: dict[str, int] = {}
         self.notes: list[str] = []
+        self.uses_ms_domain = False
 
     # -- Gemm -> MatMul (+ Add), as onnxruntime does before quantizing -------------
     def rewrite_gemms(self) -> None:
@@ -159,7 +166,7 @@ class _Dynamic:
             if not self.options.excluded(node.op, node.name):
                 self.notes.append(f"{node.name}: {_LEFT_FLOAT[node.op]}")
             return
-        rewrite = {"MatMul": self._matmul, "Conv": self._conv, "Gather": self._gather}.get(node.op)
+        rewrite = {"MatMul": self._matmul, "Conv": self._conv, "Gather": self._gather, "LSTM": self._lstm}.get(node.op)
         if rewrite is None or self.options.excluded(node.op, node.name):
             return
         reason = rewrite(node)
@@ -227,6 +234,44 @@ class _Dynamic:
         self.activations[dq.output] = _Quantized(gathered, q.scale, q.zero_point)
         self.dequantized.append(dq)
         return None
+
+    def _lstm(self, node: Node) -> str | None:
+        """LSTM -> com.microsoft.DynamicQuantizeLSTM: W, R int8 (per direction, or per gate row with
+        ``per_channel``), stored transposed ``[dirs, in, 4·hidden]``; scales/zero points ``[dirs(, 4·hidden)]``."""
+        inputs = list(node.inputs) + [None] * (8 - len(node.inputs))
+        arrays = [_float_weight(inputs[1]), _float_weight(inputs[2])]
+        if any(a is None or a.ndim != 3 for a in arrays):
+            return "W and R are not 3-D float32 initializers"
+        if node.attr("layout", 0):
+            return "layout=1 (DynamicQuantizeLSTM has no layout attribute)"
+        quantized = [self._lstm_weight(value, array) for value, array in zip(inputs[1:3], arrays)]
+        attrs = {k: v for k, v in node.attrs.items() if k != "layout"}
+        out = Node("DynamicQuantizeLSTM", [inputs[0], quantized[0].codes, quantized[1].codes, *inputs[3:8],
+                                           quantized[0].scale, quantized[0].zero_point,
+                                           quantized[1].scale, quantized[1].zero_point],
+                   dialect="onnx", domain=_MS_DOMAIN, name=self.graph.unique_node_name(f"{node.name}_quant"),
+                   attrs=attrs, outputs=[Value("", v.dtype, v.shape) for v in node.outputs])
+        self.graph.insert_before(node, out)
+        for old, new in zip(node.outputs, out.outputs):
+            name = old.name
+            old.name = f"{name}__replaced"
+            new.name = name
+            old.replace_all_uses_with(new)
+        self.graph.remove(node)
+        self.uses_ms_domain = True
+        return None
+
+    def _lstm_weight(self, weight: Value, array: np.ndarray) -> _Quantized:
+        if weight not in self.weights:
+            dirs, rows, cols = array.shape
+            if self.options.per_channel:
+                codes, scale, zp = _per_channel(array.reshape(dirs * rows, cols), "int8", self.symmetric, 0)
+                scale, zp = scale.reshape(dirs, rows), zp.reshape(dirs, rows)
+            else:
+                codes, scale, zp = _per_channel(array, "int8", self.symmetric, 0)
+            codes = np.ascontiguousarray(codes.reshape(dirs, rows, cols).transpose(0, 2, 1))
+            self.weights[weight] = self._store(weight, codes, scale, zp)
+        return self.weights[weight]
 
     # -- pieces ------------------------------------------------------------------
     def _activation(self, node: Node, x: Value) -> _Quantized:
