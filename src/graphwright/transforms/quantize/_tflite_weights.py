@@ -27,7 +27,7 @@ import numpy as np
 from ...ir import DType, Graph, Model, Node, QuantParams, Tensor, Value
 
 __all__ = [
-    "MIN_ELEMENTS", "WEIGHT_SLOTS", "WeightSlot", "dequantize_node", "float16_of", "float_weight",
+    "MIN_ELEMENTS", "WEIGHT_SLOTS", "WeightSlot", "dequantize_node", "float16_of", "float_weight", "has_float_constant",
     "int8_value", "raise_versions", "symmetric_int8",
 ]
 
@@ -67,6 +67,12 @@ def float_weight(node: Node, slot: WeightSlot, minimum: int = MIN_ELEMENTS) -> V
     if value.meta.get("tflite.sparsity") is not None or value.const.size < minimum:
         return None
     return value
+
+
+def has_float_constant(node: Node, operand: int) -> bool:
+    """Whether the node reads a float32 constant at ``operand`` (quantized or left float)."""
+    value = node.inputs[operand] if operand < len(node.inputs) else None
+    return value is not None and value.const is not None and value.dtype is DType.FLOAT32
 
 
 def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,8 @@ representative dataset, from the float model alone::
   with ``keep_num_dims``), TRANSPOSE_CONV (axis 0, v2) read their int8 filter directly —
   LiteRT's hybrid kernels quantize the float input at run time;
 * BATCH_MATMUL's constant right operand is int8 per tensor (v4, ``asymmetric_quantize_inputs``);
-* GATHER gathers from an int8 table (per tensor, v2) and a DEQUANTIZE (v2) follows it;
+* GATHER gathers from an int8 table (per tensor, v2) and a DEQUANTIZE (v2) follows it; a table
+  several operators read is DEQUANTIZE'd once instead and its GATHERs stay float (v1);
 * weights below 1024 elements stay float, and so do the operators the converter leaves alone
   (CONV_3D, ...); each operator code gets the highest version any of its nodes needs, as the
   converter writes it (a float CONV_2D next to a hybrid one is version 5 too).
@@ -33,7 +34,15 @@ from collections import Counter
 from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Value
 from ..registry import TransformResult
-from ._tflite_weights import WEIGHT_SLOTS, dequantize_node, float_weight, int8_value, raise_versions, symmetric_int8
+from ._tflite_weights import (
+    WEIGHT_SLOTS,
+    dequantize_node,
+    float_weight,
+    has_float_constant,
+    int8_value,
+    raise_versions,
+    symmetric_int8,
+)
 from .options import QuantOptions
 
 __all__ = ["hybrid_version", "quantize_dynamic_tflite"]
@@ -102,9 +111,12 @@ class _Run:
             return
         weight = float_weight(node, slot)
         if weight is None:
-            self.counts["nodes_left_float"] += 1
+            self.counts["nodes_left_float"] += int(has_float_constant(node, slot.operand))
             return
         axis = slot.axis if self.options.per_channel else None
+        if node.op == "GATHER" and (len(weight.uses()) > 1 or (id(weight), -1) in self.made):
+            self._dequantized_table(graph, node, weight)
+            return
         quantized = self._int8(graph, weight, axis)
         if node.op == "GATHER":
             _gather_int8(graph, node, quantized)
@@ -119,6 +131,23 @@ class _Run:
         if not weight.uses():  # the int8 tensor takes the float one's place (and name)
             graph.remove_initializer(weight)
             quantized.name = weight.name
+
+    def _dequantized_table(self, graph: Graph, node: Node, table: Value) -> None:
+        """A table several operators read: int8 + one DEQUANTIZE, the GATHERs stay float."""
+        key = (id(table), -1)
+        floated = self.made.get(key)
+        if floated is None:
+            stored = self._int8(graph, table, None)
+            floated = Value(f"{table.name}_dequantized", DType.FLOAT32, table.shape)
+            dequantize = dequantize_node(stored, floated)
+            dequantize.name = graph.unique_node_name(dequantize.name)
+            graph.insert_before(node, dequantize)
+            self.made[key] = floated
+            self.versions["DEQUANTIZE"] = 2
+        node.replace_input(0, floated)
+        self.counts["nodes_quantized"] += 1
+        if not table.uses():
+            graph.remove_initializer(table)
 
     def _int8(self, graph: Graph, weight: Value, axis: int | None) -> Value:
         key = (id(weight), axis)
