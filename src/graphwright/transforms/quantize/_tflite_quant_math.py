@@ -4,9 +4,10 @@ The converter quantizes int8 models with its MLIR quantizer (doubles throughout,
 to float32 only when written) and 16x8 models with its older flatbuffer quantizer (float32
 throughout).  Each function here says which one it follows; all are O(size of the tensor).
 
-* int8 activations: the calibrated range widened to hold 0, ``scale = (max - min) / 255``, the
-  zero point from whichever end adds the smaller rounding error, rounded half away from zero
-  and clamped to [-128, 127] (MLIR's nudging); an empty range gives scale 1, zero point -128.
+* int8 activations: the calibrated range widened to hold 0, ``scale = (max - min) / 255`` in
+  float32, the zero point ``-128 - min / scale`` rounded half away from zero and clamped to
+  [-128, 127] (MLIR's nudging with the float32 scales the TFLite converter asks for); an
+  empty range gives scale 1, zero point -128.
 * int16 activations: symmetric, ``scale = max(|min|, |max|) / 32767`` in float32, zero point 0.
 * weights: symmetric int8 in [-127, 127], per channel along the operator's weight axis
   (per tensor for other constants), ``scale = max|w| / 127``; a channel whose range is under
@@ -29,21 +30,16 @@ NEAR_ZERO = 1.0e-6
 
 
 def activation_int8(lo: float, hi: float) -> tuple[float, int]:
-    """(scale, zero point) of an int8 activation calibrated to [lo, hi] (MLIR's nudging)."""
+    """(scale, zero point) of an int8 activation calibrated to [lo, hi], as the MLIR quantizer
+    writes them with its float32 scales: the range widened to hold 0, ``scale = (max - min) /
+    255`` in float32, the zero point ``-128 - min / scale`` rounded half away from zero and
+    clamped; an empty range gives scale 1, zero point -128."""
     rmin, rmax = min(float(lo), 0.0), max(float(hi), 0.0)
-    qmin, qmax = -128.0, 127.0
     if abs(rmax - rmin) < np.finfo(np.float64).eps:
         return 1.0, -128
-    scale = (rmax - rmin) / (qmax - qmin)
-    from_min, from_max = qmin - rmin / scale, qmax - rmax / scale
-    error_min = abs(qmin) + abs(rmin / scale)
-    error_max = abs(qmax) + abs(rmax / scale)
-    zero = from_min if error_min < error_max else from_max
-    if zero < qmin:
-        return scale, -128
-    if zero > qmax:
-        return scale, 127
-    return scale, int(_round_away(zero))
+    scale = float(np.float32(np.float32(rmax) - np.float32(rmin)) / np.float32(255))
+    zero = float(np.float32(-128.0 - rmin / scale))
+    return scale, int(np.clip(_round_away(zero), -128, 127))
 
 
 def activation_int16(lo: float, hi: float) -> tuple[float, int]:

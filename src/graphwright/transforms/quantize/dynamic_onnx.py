@@ -20,8 +20,9 @@ axis).  One ``DynamicQuantizeLinear`` serves every reader of the same activation
 by several nodes is quantized once.  Only the main graph is quantized (subgraphs stay float, as
 onnxruntime by default).  ``LSTM(x, W, R, ...)`` becomes ``com.microsoft.DynamicQuantizeLSTM`` with
 int8 W and R (symmetric per direction, or per gate row with ``per_channel``; always int8, as
-onnxruntime).  The ``com.microsoft`` Attention / EmbedLayerNormalization ops stay float, each
-with a note.  O(N + weights).
+onnxruntime); onnxruntime's fused ``com.microsoft`` ops too: ``Attention -> QAttention`` (QKV
+weight as a MatMul weight) and ``EmbedLayerNormalization -> QEmbedLayerNormalization`` (tables,
+gamma, beta as uint8 like a Gather table).  O(N + weights).
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ _ONNX_FLOAT = 1
 #: A node that is not a quantization candidate (quietly left alone, as onnxruntime does).
 _NOT_A_WEIGHT = "not a weight"
 _MS_DOMAIN = "com.microsoft"
-_LEFT_FLOAT = {"Attention": "com.microsoft Attention is left float (QAttention is not written)",
-               "EmbedLayerNormalization": "com.microsoft EmbedLayerNormalization is left float"}
 
 
 @dataclass(frozen=True)
@@ -160,13 +159,13 @@ class _Dynamic:
 
     # -- per node ----------------------------------------------------------------
     def visit(self, node: Node) -> None:
-        if not is_standard(node) and node.op not in ("Attention", "EmbedLayerNormalization"):
+        if is_standard(node):
+            rewrite = {"MatMul": self._matmul, "Conv": self._conv, "Gather": self._gather,
+                       "LSTM": self._lstm}.get(node.op)
+        elif node.domain == _MS_DOMAIN:
+            rewrite = {"Attention": self._attention, "EmbedLayerNormalization": self._embed_layer_norm}.get(node.op)
+        else:
             return
-        if node.op in _LEFT_FLOAT:
-            if not self.options.excluded(node.op, node.name):
-                self.notes.append(f"{node.name}: {_LEFT_FLOAT[node.op]}")
-            return
-        rewrite = {"MatMul": self._matmul, "Conv": self._conv, "Gather": self._gather, "LSTM": self._lstm}.get(node.op)
         if rewrite is None or self.options.excluded(node.op, node.name):
             return
         reason = rewrite(node)
@@ -218,10 +217,7 @@ class _Dynamic:
         array = _float_weight(table)
         if array is None:  # a Gather of shapes or of activations: not an embedding, nothing to say
             return _NOT_A_WEIGHT
-        # onnxruntime quantizes the table as an activation: uint8, asymmetric unless weights are uint8 symmetric
-        symmetric = self.symmetric and self.options.weight_type == "uint8"
-        q = self.weights.get(table) or self._store(table, *quantize_linear_params(array, "uint8", symmetric))
-        self.weights[table] = q
+        q = self._constant_activation(table, array)
         out = node.output
         gathered = Value(self.names.fresh(f"{out.name}_quantized"), DType.UINT8, out.shape)
         gather = Node("Gather", [q.codes, node.inputs[1]], dialect="onnx", name=node.name, attrs=dict(node.attrs),
@@ -245,20 +241,10 @@ class _Dynamic:
         if node.attr("layout", 0):
             return "layout=1 (DynamicQuantizeLSTM has no layout attribute)"
         quantized = [self._lstm_weight(value, array) for value, array in zip(inputs[1:3], arrays)]
-        attrs = {k: v for k, v in node.attrs.items() if k != "layout"}
-        out = Node("DynamicQuantizeLSTM", [inputs[0], quantized[0].codes, quantized[1].codes, *inputs[3:8],
-                                           quantized[0].scale, quantized[0].zero_point,
-                                           quantized[1].scale, quantized[1].zero_point],
-                   dialect="onnx", domain=_MS_DOMAIN, name=self.graph.unique_node_name(f"{node.name}_quant"),
-                   attrs=attrs, outputs=[Value("", v.dtype, v.shape) for v in node.outputs])
-        self.graph.insert_before(node, out)
-        for old, new in zip(node.outputs, out.outputs):
-            name = old.name
-            old.name = f"{name}__replaced"
-            new.name = name
-            old.replace_all_uses_with(new)
-        self.graph.remove(node)
-        self.uses_ms_domain = True
+        node.attrs.pop("layout", None)
+        self._replace_ms(node, "DynamicQuantizeLSTM", [
+            inputs[0], quantized[0].codes, quantized[1].codes, *inputs[3:8],
+            quantized[0].scale, quantized[0].zero_point, quantized[1].scale, quantized[1].zero_point])
         return None
 
     def _lstm_weight(self, weight: Value, array: np.ndarray) -> _Quantized:
@@ -273,7 +259,59 @@ class _Dynamic:
             self.weights[weight] = self._store(weight, codes, scale, zp)
         return self.weights[weight]
 
+    def _attention(self, node: Node) -> str | None:
+        """com.microsoft.Attention -> QAttention: input by DynamicQuantizeLinear, the QKV weight as a MatMul's."""
+        if "qkv_hidden_sizes" in node.attrs:
+            return "qkv_hidden_sizes is set (QAttention has none)"
+        inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
+        array = _float_weight(inputs[1])
+        if inputs[0] is None or array is None:
+            return "the QKV weight is not a float32 initializer"
+        qx = self._activation(node, inputs[0])
+        qw = self._weight(inputs[1], array, -1 if self.options.per_channel else None)
+        self._replace_ms(node, "QAttention", [qx.codes, qw.codes, inputs[2], qx.scale, qw.scale, inputs[3],
+                                              qx.zero_point, qw.zero_point, inputs[4]])
+        return None
+
+    def _embed_layer_norm(self, node: Node) -> str | None:
+        """com.microsoft.EmbedLayerNormalization -> QEmbedLayerNormalization: the three tables, gamma and
+        beta stored as uint8 (each with its own scale and zero point), as onnxruntime."""
+        if len(node.outputs) > 2:
+            return "it has 3 outputs"
+        inputs = list(node.inputs) + [None] * (8 - len(node.inputs))
+        quantized: list[_Quantized | None] = []
+        for value in inputs[2:7]:
+            array = _float_weight(value)
+            if value is not None and array is None:
+                return f"{value.name} is not a float32 initializer"
+            quantized.append(None if value is None else self._constant_activation(value, array))
+        self._replace_ms(node, "QEmbedLayerNormalization", [
+            *inputs[:2], *(q and q.codes for q in quantized), inputs[7],
+            *(q and q.scale for q in quantized), *(q and q.zero_point for q in quantized)])
+        return None
+
+    def _replace_ms(self, node: Node, op: str, inputs: list[Value | None]) -> None:
+        """``node`` replaced by the com.microsoft ``op`` on ``inputs``, with the same attributes and outputs."""
+        new = Node(op, inputs, dialect="onnx", domain=_MS_DOMAIN, name=self.graph.unique_node_name(f"{node.name}_quant"),
+                   attrs=dict(node.attrs), outputs=[Value("", v.dtype, v.shape) for v in node.outputs])
+        self.graph.insert_before(node, new)
+        for old, value in zip(node.outputs, new.outputs):
+            name = old.name
+            old.name = f"{name}__replaced"
+            value.name = name
+            old.replace_all_uses_with(value)
+        self.graph.remove(node)
+        self.uses_ms_domain = True
+
     # -- pieces ------------------------------------------------------------------
+    def _constant_activation(self, value: Value, array: np.ndarray) -> _Quantized:
+        """An initializer onnxruntime quantizes as an activation: uint8 per tensor, asymmetric
+        (symmetric only when the weights are uint8 and symmetric)."""
+        if value not in self.weights:
+            symmetric = self.symmetric and self.options.weight_type == "uint8"
+            self.weights[value] = self._store(value, *quantize_linear_params(array, "uint8", symmetric))
+        return self.weights[value]
+
     def _activation(self, node: Node, x: Value) -> _Quantized:
         """x as uint8 from its own run-time range: one DynamicQuantizeLinear per value."""
         if x not in self.activations:

@@ -205,15 +205,18 @@ class _Planner:
                         redundant.add(out)
                         work.append(out)
         work = [v for v in self._ordered(stats) if v not in redundant]
-        while work:
+        visited = set(work)
+        while work:  # backward: a kept range flows up through same-scale producers, redundant or not
             v = work.pop()
             producer = v.producer
             if producer not in self.quantized or self.quantized[producer].scale not in ("same", "concat"):
                 continue
             for x in producer.inputs:
-                if x is not None and x in stats and x not in redundant:
+                if x is not None and x in stats:
                     redundant.add(x)
-                    work.append(x)
+                    if x not in visited:
+                        visited.add(x)
+                        work.append(x)
         return redundant
 
     def _ordered(self, values: set[Value]) -> list[Value]:
@@ -306,7 +309,7 @@ class _Rewriter:
         self.graph = plan.graph
         self.mode = plan.mode
         self.dtype = DType.INT8 if plan.mode == "int8" else DType.INT16
-        self.counter = 0
+        self.counters: dict[str, int] = {}
         #: the activations that become integer: outputs of quantized operators, graph inputs they read
         self.integer: set[Value] = set()
 
@@ -331,6 +334,19 @@ class _Rewriter:
                     if key in node.attrs:
                         node.attrs[key] = Attr.bool(value) if isinstance(value, bool) else Attr.int(value)
         self._graph_io(inputs_float, outputs)
+        self._one_version_per_operator()
+
+    def _one_version_per_operator(self) -> None:
+        """The converter writes one operator code per builtin it quantized, at the highest version
+        its operators need: every node of such a builtin gets that version."""
+        ops = {node.op for node in self.plan.quantized}
+        highest: dict[str, int] = {}
+        for node in self.graph:
+            if node.op in ops:
+                highest[node.op] = max(highest.get(node.op, 1), int(node.meta.get("tflite.version", 1)))
+        for node in self.graph:
+            if node.op in highest:
+                node.meta["tflite.version"] = highest[node.op]
 
     # -- constants -----------------------------------------------------------------
     def _constants(self, node: Node, spec: OpSpec) -> None:
@@ -370,7 +386,7 @@ class _Rewriter:
 
     @staticmethod
     def _set_const(value: Value, codes: np.ndarray, quant: QuantParams) -> None:
-        tensor = Tensor.from_numpy(np.ascontiguousarray(codes), name=value.name)
+        tensor = Tensor.from_numpy(np.array(codes, order="C"), name=value.name)
         value.const = tensor
         value.dtype = tensor.dtype
         value.quant = quant
@@ -380,9 +396,10 @@ class _Rewriter:
         value.quant = self._activation_quant(value, self.plan.params(value))
 
     def _activation_quant(self, value: Value, params: Params) -> QuantParams:
-        """Scale and zero point; in 16x8 also the calibrated min/max, which that quantizer records."""
+        """Scale and zero point; in 16x8 also the calibrated range widened to hold 0, which that
+        quantizer records."""
         found = self.plan.ranges.get(value.name) if self.mode == "int16" else None
-        extent = {"min": [found[0]], "max": [found[1]]} if found is not None else {}
+        extent = {"min": [min(found[0], 0.0)], "max": [max(found[1], 0.0)]} if found is not None else {}
         return QuantParams([params[0]], [params[1]], **extent)
 
     # -- float edges -----------------------------------------------------------------
@@ -445,9 +462,9 @@ class _Rewriter:
     def _name(self, value: Value, kind: str) -> str:
         if self.mode == "int16":
             return f"{value.name}_{'int16' if kind == 'quantize' else 'float'}"
-        name = f"tfl.{kind}{self.counter or ''}"
-        self.counter += 1
-        return name
+        count = self.counters.get(kind, 0)
+        self.counters[kind] = count + 1
+        return f"tfl.{kind}{count or ''}"
 
     def _requantize(self, node: Node, index: int, params: Params) -> None:
         value = node.inputs[index]
