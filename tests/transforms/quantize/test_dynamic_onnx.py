@@ -98,6 +98,18 @@ def lstm(path: Path) -> Path:
     return _save(graph, path)
 
 
+def fused_bert(path: Path) -> Path:
+    """The BERT export after onnxruntime's transformer optimizer: com.microsoft Attention, EmbedLayerNormalization."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    from tests.models.build_onnx_corpus import corpus_model
+
+    optimized = optimize_model(str(corpus_model("hf_bert-ts-dyn").path), model_type="bert", num_heads=4,
+                               hidden_size=64, opt_level=0)
+    optimized.save_model_to_file(str(path))
+    return path
+
+
 def _source(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
     rng = np.random.default_rng(3)
     if name == "mlp":
@@ -106,9 +118,12 @@ def _source(name: str, tmp_path: Path) -> tuple[Path, dict[str, np.ndarray]]:
         return lstm(tmp_path / "lstm.onnx"), {"x": rng.normal(0, 1, (5, 2, 6)).astype(np.float32)}
     if name == "cnn":
         return cnn(tmp_path / "cnn.onnx"), {"x": rng.normal(0, 1, (2, 3, 8, 8)).astype(np.float32)}
-    from tests.models.build_onnx_corpus import corpus_model
+    if name == "bert-ort-fused":
+        path = fused_bert(tmp_path / "fused.onnx")
+    else:
+        from tests.models.build_onnx_corpus import corpus_model
 
-    path = corpus_model(name).path
+        path = corpus_model(name).path
     ids = rng.integers(0, 1000, (2, 16), dtype=np.int64)
     return path, {"input_ids": ids, "attention_mask": np.ones_like(ids)}
 
@@ -137,11 +152,12 @@ def _run(path: Path, feeds: dict[str, np.ndarray], level: str = "ORT_ENABLE_ALL"
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm", "hf_bert-ts-dyn", "hf_gpt2-ts-dyn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm", "hf_bert-ts-dyn", "hf_gpt2-ts-dyn", "bert-ort-fused"])
 @pytest.mark.parametrize("per_channel", [False, True])
 def test_same_parameters_and_outputs_as_quantize_dynamic(name: str, per_channel: bool, tmp_path: Path) -> None:
     src, feeds = _source(name, tmp_path)
-    quantize_dynamic(str(src), str(tmp_path / "ort.onnx"), per_channel=per_channel, weight_type=QuantType.QInt8)
+    quantize_dynamic(str(src), str(tmp_path / "ort.onnx"), per_channel=per_channel, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": TensorProto.FLOAT})  # contrib ops have no inferred types
     result = _ours(src, tmp_path / "gw.onnx", per_channel=per_channel)
     onnx.checker.check_model(str(tmp_path / "gw.onnx"))
 
@@ -154,10 +170,11 @@ def test_same_parameters_and_outputs_as_quantize_dynamic(name: str, per_channel:
         np.testing.assert_array_equal(ours[n], theirs[n], err_msg=n)
     assert set(ours) == set(theirs)  # the float weights that were quantized are gone from both
 
-    for op in ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "DequantizeLinear", "DynamicQuantizeLSTM"):
+    quantized_ops = ("MatMulInteger", "ConvInteger", "DequantizeLinear", "DynamicQuantizeLSTM", "QAttention",
+                     "QEmbedLayerNormalization")
+    for op in ("DynamicQuantizeLinear", *quantized_ops):
         assert _ops(tmp_path / "gw.onnx")[op] == _ops(tmp_path / "ort.onnx")[op], op
-    assert result.stats["nodes_quantized"] == sum(_ops(tmp_path / "gw.onnx")[op] for op in (
-        "MatMulInteger", "ConvInteger", "DequantizeLinear", "DynamicQuantizeLSTM")) > 0
+    assert result.stats["nodes_quantized"] == sum(_ops(tmp_path / "gw.onnx")[op] for op in quantized_ops) > 0
 
     float_out = _run(src, feeds)
     ort_out = _run(tmp_path / "ort.onnx", feeds)
