@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 
     def loud(message: Warning | str, *_: object, **__: object) -> None:
         shown.add(str(message))
-        err.print(f"[bold yellow]WARNING:[/bold yellow] {escape(str(message))}", highlight=False)
+        err.print(f"[bold yellow]WARNING:[/bold yellow] {escape(str(message))}", highlight=False, soft_wrap=True)
 
     with warnings.catch_warnings(), progress_callback("quantize", quiet=args.quiet or args.json) as on_progress:
         warnings.simplefilter("always", UserWarning)
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         _write_atomic(args.html, render_html(report, title=f"graphwright quantize {args.input} -> {args.output}"))
     for warning in report.warnings:
         if warning not in shown:
-            err.print(f"[bold yellow]WARNING:[/bold yellow] {escape(warning)}", highlight=False)
+            err.print(f"[bold yellow]WARNING:[/bold yellow] {escape(warning)}", highlight=False, soft_wrap=True)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     elif not args.quiet:

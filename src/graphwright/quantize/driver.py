@@ -93,12 +93,16 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
                        block_size=block_size, target=target, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
     out = QuantReport(original.format, mode, method=method if kind == "static" else None,
                       excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
-    needs_ranges = kind == "static" and ranges is None
+    given = _given_ranges(ranges) if kind == "static" else None
+    needs_ranges = kind == "static" and given is None
     source = None
     if needs_ranges or report or keep is not None:
         source = _SampleSource(original, data, samples, calibration_samples if needs_ranges else 0,
                                eval_samples if report else 0, seed, out)
-    table = _ranges(original, ranges, method, options, source, out, on_progress) if kind == "static" else {}
+    table = given if given is not None else {}
+    if needs_ranges:
+        assert source is not None
+        table = _calibrate(original, method, options, source, out, on_progress)
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
     model = clone_model(original)
@@ -247,12 +251,14 @@ def _method_options(method: str, options: QuantOptions) -> dict[str, Any]:
     return {"symmetric": options.symmetric_activations, **extra}
 
 
-def _ranges(model: Model, ranges: Ranges | str | os.PathLike[str] | None, method: str, options: QuantOptions,
-            source: _SampleSource | None, out: QuantReport, on_progress: Progress | None) -> dict[str, tuple[float, float]]:
-    if ranges is not None:
-        out.data_source = out.data_source or "ranges given"
-        return load_ranges(ranges) if isinstance(ranges, (str, os.PathLike)) else resolve_ranges(ranges)
-    assert source is not None
+def _given_ranges(ranges: Ranges | str | os.PathLike[str] | None) -> dict[str, tuple[float, float]] | None:
+    if ranges is None:
+        return None
+    return load_ranges(ranges) if isinstance(ranges, (str, os.PathLike)) else resolve_ranges(ranges)
+
+
+def _calibrate(model: Model, method: str, options: QuantOptions, source: _SampleSource, out: QuantReport,
+               on_progress: Progress | None) -> dict[str, tuple[float, float]]:
     start = time.perf_counter()
     progress = _phase(on_progress, "calibrating")
     stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
