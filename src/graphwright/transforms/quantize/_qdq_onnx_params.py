@@ -102,7 +102,7 @@ def quantize(data: np.ndarray, params: QParams) -> np.ndarray:
     if params.axis is not None:
         shape = [-1 if i == params.axis else 1 for i in range(data.ndim)]
         scale, zero = scale.reshape(shape), zero.reshape(shape)
-    codes = np.floor(data / scale + 0.5) + zero.astype(np.float32)
+    codes = np.round(data / scale) + zero.astype(np.float32)
     lo, hi = _FULL[params.dtype]
     return np.clip(codes, lo, hi).astype(params.dtype.numpy)
 
