@@ -2,6 +2,11 @@
 
 ONNX runs on onnxruntime, TFLite on LiteRT and GraphDef on TensorFlow (the
 ``[tf]`` extra).  Exit code 1 when an output is beyond ``--rtol``/``--atol``.
+
+Over a sample set (``--num N`` random samples, ``--data DIR``), the table adds the mean absolute
+error and ``--json`` a histogram of absolute errors per output; ``--shards N`` splits the samples
+across N worker processes, or Ray tasks with ``--ray [ADDRESS]``, and the merged report is equal to
+the one process gives.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..batch.compare_shards import compare_sharded
+from ..calibrate import load_samples
 from ..errors import VerificationError
 from ..runtime import ModelSource, input_specs
 from ..runtime.execute import check_file
-from ..verify import compare, load_feeds, random_feeds, render_compare
-from ._console import stdout
+from ..verify import CompareReport, compare, load_feeds, random_feeds, render_compare
+from ._console import progress_callback, stdout
 
 
 def add_parser(sub: Any) -> None:
@@ -38,6 +45,14 @@ def add_parser(sub: Any) -> None:
                    help="--layers: the reference interpreter's requantization rounding (single = XNNPACK's)")
     p.add_argument("--jit", action="store_true",
                    help="--layers: the reference interpreter's compiled loops (needs numba, the [fast] extra)")
+    p.add_argument("--num", type=int, default=None,
+                   help="compare over N samples (random, sample i seeded --seed + i; with --data: at most N)")
+    p.add_argument("--data", help="compare over the samples in a directory: .npy, .npz (keyed by input name) or images")
+    p.add_argument("--shards", type=int, default=1,
+                   help="a sample set: split it across N worker processes (default 1); the report is the same")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="a sample set: run the shards as Ray tasks (ADDRESS, e.g. auto or ray://host:10001; none: "
+                        "a local cluster); needs the [ray] extra")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=run)
 
@@ -49,16 +64,38 @@ def run(args: argparse.Namespace) -> int:
         raise VerificationError("compare needs two models (or --layers for one TFLite model)")
     for path in (args.model_a, args.model_b):  # both files read by graphwright before any runtime starts
         check_file(ModelSource.from_path(path))
-    feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
-    report = compare(
-        args.model_a, args.model_b, feeds=feeds, seed=args.seed, rtol=args.rtol, atol=args.atol,
-        backend_a=args.backend_a, backend_b=args.backend_b, isolate=args.isolate,
-    )
+    if args.num is not None or args.data or args.shards != 1 or args.ray is not None:
+        report = _sample_set(args)
+    else:
+        feeds = load_feeds(args.input, specs=input_specs(args.model_a)) if args.input else None
+        report = compare(
+            args.model_a, args.model_b, feeds=feeds, seed=args.seed, rtol=args.rtol, atol=args.atol,
+            backend_a=args.backend_a, backend_b=args.backend_b, isolate=args.isolate,
+        )
     if args.json:
         print(report.to_json())
     else:
         render_compare(report, stdout())
     return 0 if report.ok else 1
+
+
+def _sample_set(args: argparse.Namespace) -> CompareReport:
+    """Over ``--num`` random samples or the ``--data`` samples, sharded with ``--shards``/``--ray``."""
+    if args.input or args.isolate:
+        flag = "--input" if args.input else "--isolate"
+        raise VerificationError(f"compare: {flag} is for one run; a sample set (--num, --data, --shards, --ray) "
+                                "takes its inputs from --data or random samples and runs in worker processes")
+    if args.num is not None and args.num < 1:
+        raise VerificationError(f"compare: --num needs at least 1 sample, got {args.num}")
+    if args.shards < 1:
+        raise VerificationError(f"compare: --shards needs at least 1, got {args.shards}")
+    samples = load_samples(args.data, input_specs(args.model_a), num=args.num) if args.data else None
+    count = None if samples is not None else (args.num or 1)
+    with progress_callback("comparing") as on_progress:  # a bar with ETA on a terminal only
+        return compare_sharded(args.model_a, args.model_b, samples=samples, count=count, seed=args.seed,
+                               shards=args.shards, use_ray=args.ray is not None, address=args.ray or None,
+                               rtol=args.rtol, atol=args.atol, backend_a=args.backend_a, backend_b=args.backend_b,
+                               on_progress=on_progress)
 
 
 def _run_layers(args: argparse.Namespace) -> int:

@@ -3,6 +3,9 @@
 
 ``compare(model_a, model_b)`` runs both on the same seeded (or user) inputs
 and reports per-output errors; ``render_compare`` prints the report with rich.
+``compare_samples`` does it over many samples, as statistics that merge exactly
+(:class:`SampleComparison`; ``graphwright.batch.compare_sharded`` splits the samples
+over processes or Ray tasks).
 """
 
 from ..runtime.feeds import load_feeds, random_array, random_feeds
@@ -14,9 +17,16 @@ from .compare import (
     looks_like_scores,
 )
 from .report import CompareReport, OutputComparison, compare_table, render_compare
+from .samples import HISTOGRAM_EDGES, ErrorStats, ExactSum, SampleComparison, compare_samples, seeded_samples
 
 __all__ = [
     "DEFAULT_TOLERANCES",
+    "HISTOGRAM_EDGES",
+    "ErrorStats",
+    "ExactSum",
+    "SampleComparison",
+    "compare_samples",
+    "seeded_samples",
     "CompareReport",
     "OutputComparison",
     "compare",

@@ -27,7 +27,10 @@ from ..runtime.base import ModelSource
 from ..runtime.execute import Job, ModelLike, execute
 from .report import CompareReport, OutputComparison
 
-__all__ = ["DEFAULT_TOLERANCES", "compare", "compare_arrays", "compare_outputs", "looks_like_scores"]
+__all__ = [
+    "DEFAULT_TOLERANCES", "compare", "compare_arrays", "compare_outputs", "looks_like_scores", "match_outputs",
+    "tolerances_for",
+]
 
 #: ``(rtol, atol)`` used for an output of each kind when the caller gives none.
 DEFAULT_TOLERANCES: Mapping[str, tuple[float, float]] = {
@@ -99,23 +102,7 @@ def compare_outputs(
     atol: float | None = None,
 ) -> CompareReport:
     """Compare two sets of outputs already computed (A is the reference)."""
-    names_a, names_b = list(outputs_a), list(outputs_b)
-    notes: list[str] = []
-    pairs: list[tuple[str | None, str | None]]
-    if set(names_a) == set(names_b):
-        matched_by = "name"
-        pairs = [(n, n) for n in names_a]
-    elif len(names_a) == len(names_b):
-        matched_by = "position"
-        pairs = list(zip(names_a, names_b))
-        notes.append("output names differ between the models; outputs matched by position")
-    else:
-        matched_by = "name"
-        common = [n for n in names_a if n in outputs_b]
-        pairs = [(n, n) for n in common]
-        pairs += [(n, None) for n in names_a if n not in outputs_b]
-        pairs += [(None, n) for n in names_b if n not in outputs_a]
-        notes.append(f"the models have {len(names_a)} and {len(names_b)} outputs; unmatched ones fail")
+    pairs, matched_by, notes = match_outputs(list(outputs_a), list(outputs_b))
     results = []
     for a_name, b_name in pairs:
         if a_name is None or b_name is None:
@@ -124,6 +111,20 @@ def compare_outputs(
             results.append(compare_arrays(a_name, outputs_a[a_name], outputs_b[b_name], name_b=b_name,
                                           rtol=rtol, atol=atol))
     return CompareReport(outputs=results, matched_by=matched_by, notes=notes)
+
+
+def match_outputs(names_a: Sequence[str], names_b: Sequence[str]
+                  ) -> tuple[list[tuple[str | None, str | None]], str, list[str]]:
+    """Pairs of A's and B's output names (``None``: no partner), how they were matched, notes."""
+    if set(names_a) == set(names_b):
+        return [(n, n) for n in names_a], "name", []
+    if len(names_a) == len(names_b):
+        return list(zip(names_a, names_b)), "position", [
+            "output names differ between the models; outputs matched by position"]
+    pairs: list[tuple[str | None, str | None]] = [(n, n) for n in names_a if n in names_b]
+    pairs += [(n, None) for n in names_a if n not in names_b]
+    pairs += [(None, n) for n in names_b if n not in names_a]
+    return pairs, "name", [f"the models have {len(names_a)} and {len(names_b)} outputs; unmatched ones fail"]
 
 
 def _unmatched(a_name: str | None, b_name: str | None, outputs_a: Mapping[str, np.ndarray],

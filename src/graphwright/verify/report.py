@@ -43,6 +43,11 @@ class OutputComparison:
     mismatched: int | None = None
     #: Share of rows whose argmax agrees, for classifier-like outputs; else None.
     top1: float | None = None
+    #: Over a sample set (``compare --num/--data``): samples run, mean ``|a - b|``, and the counts of
+    #: ``|a - b|`` per bin of :data:`graphwright.verify.samples.HISTOGRAM_EDGES` (None for one run).
+    samples: int | None = None
+    mean_abs: float | None = None
+    histogram: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +67,9 @@ class OutputComparison:
             "top1_agreement": _number(self.top1),
             "rtol": self.rtol,
             "atol": self.atol,
+            **({} if self.samples is None else {
+                "samples": self.samples, "mean_abs_error": _number(self.mean_abs), "abs_error_histogram":
+                    self.histogram}),
         }
 
 
@@ -78,6 +86,8 @@ class CompareReport:
     backend_b: str = ""
     seed: int = 0
     inputs: list[dict[str, Any]] = field(default_factory=list)
+    #: Samples compared (a sample set) or None (one run).
+    samples: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,6 +121,7 @@ class CompareReport:
             "notes": list(self.notes),
             "inputs": list(self.inputs),
             "outputs": [o.to_dict() for o in self.outputs],
+            **({} if self.samples is None else {"samples": self.samples}),
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -146,6 +157,8 @@ def compare_table(report: CompareReport) -> Table:
     table.add_column("dtype")
     table.add_column("max abs err", justify="right")
     table.add_column("max rel err", justify="right")
+    if report.samples is not None:
+        table.add_column("mean abs err", justify="right")
     table.add_column("exact", justify="right")
     table.add_column("top-1", justify="right")
     table.add_column("result")
@@ -155,7 +168,9 @@ def compare_table(report: CompareReport) -> Table:
         exact = "-" if o.exact is None else f"{100 * o.exact:.1f}%"
         top1 = "-" if o.top1 is None else f"{100 * o.top1:.1f}%"
         result = "[green]ok[/green]" if o.ok else f"[red]FAIL[/red] {_escape(o.reason)}"
-        table.add_row(_escape(name), _shape_text(o), dtype, _fmt(o.max_abs), _fmt(o.max_rel), exact, top1, result)
+        mean = [] if report.samples is None else [_fmt(o.mean_abs)]
+        table.add_row(_escape(name), _shape_text(o), dtype, _fmt(o.max_abs), _fmt(o.max_rel), *mean, exact, top1,
+                      result)
     return table
 
 
@@ -163,7 +178,8 @@ def render_compare(report: CompareReport, console: Console) -> None:
     """Print the comparison (inputs, per-output table, notes, verdict) on a rich console."""
     if report.inputs:
         inputs = ", ".join(f"{i['name']} {i['dtype']}{list(i['shape'])}" for i in report.inputs)
-        console.print(f"inputs (seed {report.seed}): {_escape(inputs)}", highlight=False)
+        count = "" if report.samples is None else f", {report.samples} samples"
+        console.print(f"inputs (seed {report.seed}{count}): {_escape(inputs)}", highlight=False)
     console.print(compare_table(report))
     for note in report.notes:
         console.print(f"note: {_escape(note)}", highlight=False)
