@@ -12,7 +12,9 @@ Two forms, both leaving every operator float (its version unchanged)::
   scales — per channel on the converter's axes when ``options.per_channel``, per tensor
   otherwise — and a DEQUANTIZE (version 5 per-channel, 2 per-tensor) feeds the float operator.
   This is the weight-only layout ai-edge-quantizer writes; it runs on any kernel set that has
-  DEQUANTIZE (no hybrid kernels needed).
+  DEQUANTIZE (no hybrid kernels needed) — but TFLite Micro's DEQUANTIZE applies only the first
+  scale of a per-channel tensor, so for TFLM use ``per_channel=False`` (TFLM has no float16
+  DEQUANTIZE either).
 * :func:`quantize_weights_float16_tflite`: what TFLiteConverter writes with
   ``target_spec.supported_types=[tf.float16]``: every float32 constant an operator reads
   (whatever its size) becomes float16 (clamped to ±65504, nearest even) with one DEQUANTIZE
@@ -92,6 +94,9 @@ def quantize_weights_tflite(model: Model, options: QuantOptions) -> TransformRes
              "bytes_before": bytes_before, "bytes_after": bytes_after}
     notes = [f"{counts['nodes_left_float']} node(s) kept a float weight: fewer than 1024 elements"] \
         if counts["nodes_left_float"] else []
+    if counts["weights_quantized"] and options.per_channel:
+        notes.append("per-channel DEQUANTIZE: LiteRT applies every scale, TFLite Micro only the first "
+                     "(wrong weights there) — quantize with per_channel=False for TFLite Micro")
     return TransformResult(counts["weights_quantized"] > 0, stats, notes)
 
 
