@@ -246,3 +246,39 @@ def test_onnx_weight_type_uint8_is_refused() -> None:
     model = gw.load(EXAMPLE.with_suffix(".onnx"))
     with pytest.raises(TransformError, match="int8, int4 or uint4"):
         quantize_onnx_initializers(model, minimum_size=0, options=QuantOptions(weight_type="uint8"))
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_4bit_odd_k_differs_only_in_the_unused_padding_nibble(symmetric: bool, tmp_path) -> None:
+    """K = 45, block 16: the last block holds 13 rows, so its last byte has one unused high nibble.  onnxruntime
+    leaves a stale code there (row K-2's, from its previous loop iteration); graphwright writes 0.  MatMulNBits
+    never reads it: every other byte, the scales and zero points are identical, and so are the outputs."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    rng = np.random.default_rng(6)
+    graph = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "odd",
+                          [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 45])],
+                          [oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 10])],
+                          [numpy_helper.from_array(rng.normal(0, 1, (45, 10)).astype(np.float32), "w")])
+    proto = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    onnx.save(proto, tmp_path / "float.onnx")  # before the anchor, which rewrites the proto it is given
+    anchor = MatMulNBitsQuantizer(proto, block_size=16, is_symmetric=symmetric)
+    anchor.process()
+    onnx.save(anchor.model.model, tmp_path / "ort.onnx")
+    model = gw.load(tmp_path / "float.onnx")
+    quantize_onnx_initializers(model, minimum_size=0, options=_options(symmetric, "onnxruntime", block_size=16))
+    gw.save(model, tmp_path / "gw.onnx")
+    theirs, ours = _raw_initializers(tmp_path / "ort.onnx"), _raw_initializers(tmp_path / "gw.onnx")
+    assert {k: v for k, v in ours.items() if k != "w_Q4"} == {k: v for k, v in theirs.items() if k != "w_Q4"}
+    a = np.frombuffer(theirs["w_Q4"][2], np.uint8).reshape(10, 3, 8).copy()
+    b = np.frombuffer(ours["w_Q4"][2], np.uint8).reshape(10, 3, 8).copy()
+    assert (a[:, 2, 6] >> 4 != 0).any() and (b[:, 2, 6] >> 4 == 0).all()  # byte 6 of block 2: row 44 + padding
+    a[:, 2, 6] &= 15
+    np.testing.assert_array_equal(a, b)
+    feeds = {"x": rng.normal(0, 1, (3, 45)).astype(np.float32)}
+    np.testing.assert_array_equal(_run(tmp_path / "gw.onnx", feeds)[0], _run(tmp_path / "ort.onnx", feeds)[0])
