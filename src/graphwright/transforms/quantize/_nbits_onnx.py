@@ -14,7 +14,9 @@ codes ``clamp(roundf(w · (1/s)) + zp)`` (``DequantizeLinear`` form) or ``clamp(
 Asymmetric blocks give ``|w - s·(q - zp)| <= s / 2`` everywhere.  Symmetric blocks give it except
 for values of the sign opposite to the peak beyond ``7/8`` of its magnitude: the codes stop at
 ``7·|s|`` on that side, so those clip with an error up to ``|s|`` (onnxruntime's scheme, kept for
-identical bytes).  The padding nibble of an odd number of zero points is 8.  O(K·N).
+identical bytes).  The padding nibble of an odd number of zero points is 8; with an odd K the
+unused high nibble of each column's last code byte is 0 (onnxruntime leaves a stale code there,
+never read).  O(K·N).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ The graph ``onnxruntime.quantization.quantize_dynamic`` writes, with the same pa
                     [+ Add(., Reshape(b, [1, -1, 1, ...]))]   (W per tensor, as onnxruntime)
   Gather(T, ids) -> Gather(T_q: uint8, ids) -> DequantizeLinear(., T_s, T_zp)   (T per tensor)
 
-onnxruntime's graph optimizer fuses the MatMul form into ``DynamicQuantizeMatMul`` /
+Activations are always uint8 (``DynamicQuantizeLinear``'s only type; ``activation_type`` does
+not apply).  onnxruntime's graph optimizer fuses the MatMul form into ``DynamicQuantizeMatMul`` /
 ``MatMulIntegerToFloat``.  Parameters follow onnxruntime's ``quantize_data``: the range is the
 weight's own ``[min(W, 0), max(W, 0)]``; int8 symmetric ``s = 2·max|W| / 254`` (in float64,
 stored as float32), zero point 0; uint8 (or ``symmetric_weights=False``)
@@ -59,8 +60,7 @@ class _Quantized:
 def quantize_linear_params(values: np.ndarray, dtype: str, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(codes, float32 scale, zero point) of ``values`` on one tensor, as onnxruntime's ``quantize_data``."""
     data = np.asarray(values, np.float32).reshape(-1)
-    lo = np.minimum(data.min(initial=0.0), np.float32(0)) if data.size else np.float32(0)
-    hi = np.maximum(data.max(initial=0.0), np.float32(0)) if data.size else np.float32(0)
+    lo, hi = np.float32(data.min(initial=0.0)), np.float32(data.max(initial=0.0))  # the range holds 0
     qtype = np.int8 if dtype == "int8" else np.uint8
     if symmetric:
         qmin, qmax = (-127, 127) if qtype is np.int8 else (0, 255)
