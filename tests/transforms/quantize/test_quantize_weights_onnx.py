@@ -282,3 +282,23 @@ def test_4bit_odd_k_differs_only_in_the_unused_padding_nibble(symmetric: bool, t
     np.testing.assert_array_equal(a, b)
     feeds = {"x": rng.normal(0, 1, (3, 45)).astype(np.float32)}
     np.testing.assert_array_equal(_run(tmp_path / "gw.onnx", feeds)[0], _run(tmp_path / "ort.onnx", feeds)[0])
+
+
+def test_exclusions_and_notes_of_int8_and_4bit(tmp_path) -> None:
+    src = _mlp_4bit(tmp_path / "mlp.onnx")
+    model = gw.load(src)
+    report = gw.transform(model, "quantize_weights(minimum_size=0, exclude_nodes=mm2)")
+    step = report.steps[0]
+    assert step.stats["initializers_quantized"] == 1 and step.notes == ["w2: left float (every reader is excluded)"]
+    assert {v.name for v in model.graph.initializers if v.const.dtype is DType.FLOAT32} == {"w2", "w1_scale"}
+    gw.save(model, tmp_path / "q8.onnx")
+    (flt,), (out,) = _run(src, _feeds("mlp")), _run(tmp_path / "q8.onnx", _feeds("mlp"))
+    assert 0 < np.abs(out - flt).max() <= 0.02 * np.abs(flt).max()
+
+    from tests.models import torch_onnx
+
+    cnn = gw.load(torch_onnx("cnn").path)
+    report = gw.transform(cnn, "quantize_weights(bits=4, minimum_size=64)")
+    step = report.steps[0]
+    assert not report.changed and step.stats["matmuls_quantized"] == 0
+    assert any("4-bit applies to MatMul weights only" in note for note in step.notes)

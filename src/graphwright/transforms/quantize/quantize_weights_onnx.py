@@ -72,6 +72,7 @@ def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: Quan
         return TransformResult(False, {"initializers_quantized": 0},
                                [f"opset {opset} has no DequantizeLinear (needs 10); nothing quantized"])
     quantized = elements = 0
+    excluded: list[str] = []
     for graph in model.graphs:
         first = next(iter(graph), None)
         for value in graph.initializers:
@@ -79,6 +80,9 @@ def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: Quan
             if tensor is None or tensor.dtype is not DType.FLOAT32 or tensor.size < max(minimum_size, 1):
                 continue
             if value.is_graph_input:
+                continue
+            if options is not None and _only_excluded_readers(value, options):
+                excluded.append(value.name)
                 continue
             axis = 0 if opset >= PER_CHANNEL_OPSET and len(tensor.shape) >= 2 else None
             codes, scale = symmetric_int8(tensor.numpy(), axis)
@@ -100,8 +104,14 @@ def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: Quan
                 graph.insert_before(first, node)
             quantized += 1
             elements += tensor.size
+    notes = [f"{name}: left float (every reader is excluded)" for name in excluded]
     return TransformResult(quantized > 0, {"initializers_quantized": quantized, "elements_quantized": elements,
-                                           "bytes_saved": 3 * elements})
+                                           "bytes_saved": 3 * elements}, notes)
+
+
+def _only_excluded_readers(value: Value, options: QuantOptions) -> bool:
+    users = value.users()
+    return bool(users) and all(options.excluded(user.op, user.name) for user in users)
 
 
 #: Where the IR keeps an ONNX model's IR version; int4 tensors need 10.
@@ -150,12 +160,19 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
         imports = dict(model.meta.get(OPSET_IMPORT) or {})
         imports.setdefault(_MS_DOMAIN, 1)
         model.meta[OPSET_IMPORT] = imports
+    others = sum(1 for graph in graphs for v in graph.initializers
+                 if v.const is not None and v.const.dtype is DType.FLOAT32 and v.const.size >= max(minimum_size, 1)
+                 and v not in run.done and all(u.op != "MatMul" for u in v.users()))
+    if others:
+        run.notes.append(f"{others} other float initializers of >= {minimum_size} elements left float "
+                         "(4-bit applies to MatMul weights only)")
     for weight in run.done:
         graph = weight.owner
         if graph is not None and weight.num_uses == 0 and not weight.is_graph_output:
             graph.remove_initializer(weight)
     stats = {"matmuls_quantized": quantized, "weights_quantized": len(run.done), "elements_quantized": run.elements,
-             "bytes_saved": 4 * run.elements - run.elements // 2, "matmuls_left_float": len(run.notes)}
+             "bytes_saved": 4 * run.elements - run.elements // 2,
+             "matmuls_left_float": sum(1 for note in run.notes if "MatMul left float" in note)}
     return TransformResult(quantized > 0, stats, run.notes)
 
 
