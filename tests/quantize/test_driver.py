@@ -206,3 +206,59 @@ def test_bad_options_are_one_line(tmp_path: Path, mode: str, kwargs: dict[str, o
     with warnings.catch_warnings(), pytest.raises(TransformError, match=needle):
         warnings.simplefilter("ignore")
         gw.quantize(src, mode=mode, **kwargs)
+
+
+ONNX_MODES = [("static", {"method": "entropy"}), ("static", {"method": "percentile", "per_channel": False}),
+              ("weights", {"bits": 4, "block_size": 16, "minimum_size": 16}),
+              ("weights", {"bits": 4, "block_size": 16, "minimum_size": 16, "target": "onnxruntime"})]
+
+
+@pytest.mark.parametrize(("mode", "kwargs"), ONNX_MODES, ids=lambda x: str(x))
+def test_onnx_modes_report_what_onnxruntime_runs(tmp_path: Path, mode: str, kwargs: dict[str, object]) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    feeds = samples(60)
+    model, report = gw.quantize(src, mode=mode, samples=feeds, calibration_samples=40, **kwargs)
+    out = tmp_path / "q.onnx"
+    gw.save(model, out)
+    evaluated = held_out(feeds)[:report.eval_samples]
+    assert report.eval_samples == 12 and report.stats
+    a = [o[0] for o in ort_outputs(src, evaluated)]
+    b = [o[0] for o in ort_outputs(out, evaluated)]
+    assert report.outputs[0].sqnr_db == pytest.approx(sqnr(a, b), abs=1e-6)
+    assert 10 < report.outputs[0].sqnr_db < 60
+    if mode == "static":
+        assert report.calibration_samples == 40 and report.method == kwargs["method"] and report.ranges
+        assert report.calibration_seconds > 0
+    else:
+        assert report.calibration_samples == 0 and report.method is None
+    ops = {node.op_type for node in onnx.load(out).graph.node}
+    assert ("MatMulNBits" in ops) == (kwargs.get("target") == "onnxruntime")
+
+
+TFLITE_MODES = [("int8", {"io_type": "int8"}), ("16x8", {}), ("dynamic", {}), ("weights", {})]
+
+
+@pytest.mark.parametrize(("mode", "kwargs"), TFLITE_MODES, ids=lambda x: str(x))
+def test_tflite_modes_report_what_litert_runs(tmp_path: Path, mode: str, kwargs: dict[str, object]) -> None:
+    from tests.models import get_model
+    from tests.quantize.test_report import _litert_run
+
+    info = get_model("tflite_real", "landmarks_float")
+    float_model = gw.load(info.path)
+    spec = float_model.graph.inputs[0]
+    rng = np.random.default_rng(5)
+    feeds = [{spec.name: rng.uniform(0, 1, size=tuple(spec.shape)).astype(np.float32)} for _ in range(30)]
+    model, report = gw.quantize(info.path, mode=mode, samples=feeds, calibration_samples=20, eval_samples=4, **kwargs)
+    out = tmp_path / "q.tflite"
+    gw.save(model, out)
+    evaluated = held_out(feeds)[:4]
+    assert report.eval_samples == 4 and report.runtime == "litert"
+    runs_a = [_litert_run(str(info.path), f[spec.name], []) for f in evaluated]
+    runs_b = [_litert_run(str(out), f[spec.name], []) for f in evaluated]
+    assert [o.name for o in report.outputs] == [v.name for v in float_model.graph.outputs]
+    for row in report.outputs:
+        expected = sqnr([r[row.name] for r in runs_a], [r[row.name] for r in runs_b])
+        assert row.sqnr_db == pytest.approx(expected, abs=1e-6), row
+        assert row.sqnr_db > 20
+    io = {v.dtype for v in (*model.graph.inputs, *model.graph.outputs)}
+    assert io == ({gw.DType.INT8} if kwargs.get("io_type") == "int8" else {gw.DType.FLOAT32})
