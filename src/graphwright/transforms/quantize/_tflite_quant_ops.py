@@ -54,7 +54,7 @@ SPECS: dict[str, OpSpec] = {
     "CONV_2D": OpSpec(weights={1: 0}, bias=(2, 0, 1), version=3, int16=True, int16_attrs=_CONV_BIAS64),
     "DEPTHWISE_CONV_2D": OpSpec(weights={1: 3}, bias=(2, 0, 1), version=3, int16=True),
     "FULLY_CONNECTED": OpSpec(weights={1: 0}, bias=(2, 0, 1), version=4, int16=True, int16_attrs=_CONV_BIAS64),
-    "TRANSPOSE_CONV": OpSpec(weights={1: 0}, bias=(3, 2, 1), version=3, int16=True),
+    "TRANSPOSE_CONV": OpSpec(weights={1: 0}, bias=(3, 2, 1), version=3, int16=True, int16_attrs=_CONV_BIAS64),
     "ADD": OpSpec(version=2, int16=True, int16_attrs={"pot_scale_int16": False}),
     "SUB": OpSpec(version=2, int16=True, int16_attrs={"pot_scale_int16": False}),
     "MUL": OpSpec(version=2, int16=True),
