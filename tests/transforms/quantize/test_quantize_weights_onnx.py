@@ -302,3 +302,18 @@ def test_exclusions_and_notes_of_int8_and_4bit(tmp_path) -> None:
     step = report.steps[0]
     assert not report.changed and step.stats["matmuls_quantized"] == 0
     assert any("4-bit applies to MatMul weights only" in note for note in step.notes)
+
+
+def test_4bit_rounding_is_c_roundf() -> None:
+    """onnxruntime's kernels round with C's roundf (halves away from zero); the largest float below 0.5 stays 0."""
+    import ctypes
+    import ctypes.util
+
+    from graphwright.transforms.quantize._nbits_onnx import _roundf
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.roundf.restype, libm.roundf.argtypes = ctypes.c_float, [ctypes.c_float]
+    x = np.concatenate([np.array([0.49999997, -0.49999997, 0.5, -2.5, 7.4999995, 8388607.5], np.float32),
+                        np.random.default_rng(0).uniform(-20, 20, 2000).astype(np.float32),
+                        np.arange(-16, 16, 0.5, dtype=np.float32)])
+    np.testing.assert_array_equal(_roundf(x), np.array([libm.roundf(float(v)) for v in x], np.float32))

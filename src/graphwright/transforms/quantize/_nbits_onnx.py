@@ -45,8 +45,9 @@ _CHANGED_AT = {
 
 
 def _roundf(x: np.ndarray) -> np.ndarray:
-    """C's ``roundf``: halves away from zero (float32 in, float32 out)."""
-    return (np.sign(x) * np.floor(np.abs(x) + np.float32(0.5))).astype(np.float32)
+    """C's ``roundf``: halves away from zero, exactly (``floor(|x| + 0.5)`` would round 0.49999997 up)."""
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= np.float32(0.5), whole + np.sign(x), whole).astype(np.float32)
 
 
 def _block_params(lo: np.ndarray, hi: np.ndarray, symmetric: bool, unsigned: bool) -> tuple[np.ndarray, np.ndarray]:
