@@ -73,6 +73,21 @@ def with_output(path: Path, name: str) -> bytes:
     return model.SerializeToString()
 
 
+def ort_tensor(path: Path, name: str, feeds: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    """The tensor ``name`` (an output or an intermediate) on every feed, from onnxruntime."""
+    outputs = [o.name for o in onnx.load(path).graph.output]
+    data = path.read_bytes() if name in outputs else with_output(path, name)
+    return [o[0] for o in ort_outputs(data, feeds, [name])]
+
+
+def layer_tensor(path: Path, node: str, tensor: str) -> str:
+    """The tensor a quantized model computes for a layer: the same name, else its node's output."""
+    graph = onnx.load(path).graph
+    if any(tensor in n.output for n in graph.node):
+        return tensor
+    return next(n.output[0] for n in graph.node if n.name == node)
+
+
 def sqnr(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     a64, b64 = np.concatenate([x.ravel() for x in a]).astype(np.float64), np.concatenate([x.ravel() for x in b])
     return 10 * math.log10(np.sum(a64 ** 2) / np.sum((a64 - b64) ** 2))
@@ -226,6 +241,11 @@ def test_onnx_modes_report_what_onnxruntime_runs(tmp_path: Path, mode: str, kwar
     b = [o[0] for o in ort_outputs(out, evaluated)]
     assert report.outputs[0].sqnr_db == pytest.approx(sqnr(a, b), abs=1e-6)
     assert 10 < report.outputs[0].sqnr_db < 60
+    assert [x.node for x in report.layers] == ["fc1", "fc2"]
+    for layer in report.layers:  # per layer: both models' tensors read from onnxruntime
+        expected = sqnr(ort_tensor(src, layer.tensor, evaluated),
+                        ort_tensor(out, layer_tensor(out, layer.node, layer.tensor), evaluated))
+        assert layer.sqnr_db == pytest.approx(expected, abs=1e-6), layer
     if mode == "static":
         assert report.calibration_samples == 40 and report.method == kwargs["method"] and report.ranges
         assert report.calibration_seconds > 0

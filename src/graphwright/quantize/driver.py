@@ -117,6 +117,8 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
                             f"(the {mode} transform does not honour exclusions for them): "
                             f"{', '.join(quantized_anyway[:5])}")
     out.quantize_seconds = time.perf_counter() - started
+    out.size_before, out.size_after = model_bytes(original), model_bytes(model)
+    out.runtime = "onnxruntime" if model.format == "onnx" else "litert"
     if report and source is not None:
         _evaluate(original, model, source, out, on_progress)
     return model, out
@@ -296,8 +298,6 @@ def _evaluate(original: Model, model: Model, source: _SampleSource, out: QuantRe
               on_progress: Progress | None) -> None:
     held_out = source.evaluation()
     out.eval_samples = len(held_out)
-    out.size_before, out.size_after = model_bytes(original), model_bytes(model)
-    out.runtime = "onnxruntime" if model.format == "onnx" else "litert"
     if not held_out:
         return
     progress = _phase(on_progress, "evaluating")

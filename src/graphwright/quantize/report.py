@@ -290,15 +290,28 @@ def classifier_like(shape: Sequence[int]) -> bool:
     return 1 <= len(shape) <= 2 and shape[-1] >= 2
 
 
+def _layer_pairs(quant_model: Model, layers: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str, str]]:
+    """``(node, op, float tensor, quantized tensor)``: the same tensor name, else the first output of
+    the quantized model's node of the same name and op (a quantizer that renames a layer's output,
+    e.g. when it folds the activation after it into the quantization range)."""
+    values = _values_by_name(quant_model)
+    nodes = {node.name: node for node in quant_model.graph}
+    pairs = []
+    for node, op, tensor in layers:
+        if tensor in values:
+            pairs.append((node, op, tensor, tensor))
+        elif node in nodes and nodes[node].op == op and nodes[node].outputs:
+            pairs.append((node, op, tensor, nodes[node].outputs[0].name))
+    return pairs
+
+
 def compare_models(float_model: Model, quant_model: Model, samples: Iterable[Mapping[str, np.ndarray]], *,
                    layers: Sequence[tuple[str, str, str]] = (),
                    on_sample: Any = None) -> tuple[list[OutputError], list[LayerSQNR], list[str]]:
     """Run both models on every sample; per-output errors, per-layer SQNR, and notes."""
-    tensors = [t for _, _, t in layers]
-    reference, candidate = ModelRunner(float_model, tensors), ModelRunner(quant_model, tensors)
-    shared = [t for t in reference.tensors if t in candidate.tensors]
-    candidate.tensors = shared
-    reference.tensors = shared
+    pairs = _layer_pairs(quant_model, layers)
+    reference = ModelRunner(float_model, [p[2] for p in pairs])
+    candidate = ModelRunner(quant_model, [p[3] for p in pairs])
     outs: dict[str, _Accumulator] = {}
     per_layer: dict[str, _Accumulator] = {}
     count = 0
@@ -311,9 +324,9 @@ def compare_models(float_model: Model, quant_model: Model, samples: Iterable[Map
                     continue
                 outs.setdefault(key, _Accumulator()).add(x, y, classifier_like(x.shape)
                                                          and np.asarray(x).dtype.kind == "f")
-            for name in shared:
-                if a[name].shape == b[name].shape:
-                    per_layer.setdefault(name, _Accumulator()).add(a[name], b[name], False)
+            for _node, _op, mine, theirs in pairs:
+                if mine in a and theirs in b and a[mine].shape == b[theirs].shape:
+                    per_layer.setdefault(mine, _Accumulator()).add(a[mine], b[theirs], False)
             count += 1
             if on_sample is not None:
                 on_sample(count)
@@ -325,9 +338,9 @@ def compare_models(float_model: Model, quant_model: Model, samples: Iterable[Map
     layer_rows = [LayerSQNR(node, op, tensor, sqnr_db(per_layer[tensor].signal, per_layer[tensor].noise))
                   for node, op, tensor in layers if tensor in per_layer]
     notes = []
-    missing = [t for t in tensors if t not in per_layer]
+    missing = [t for _, _, t in layers if t not in per_layer]
     if missing:
-        notes.append(f"{len(missing)} layer output(s) not found by name in the quantized model "
+        notes.append(f"{len(missing)} layer output(s) not found in the quantized model "
                      f"(no per-layer SQNR), e.g. {missing[0]!r}")
     return errors, layer_rows, notes
 
