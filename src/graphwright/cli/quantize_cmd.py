@@ -148,8 +148,11 @@ def render_report(report: QuantReport, console: Console, *, title: str = "") -> 
     stats = ", ".join(f"{k} {v}" for k, v in r.stats.items())
     if stats:
         console.print(escape(stats), highlight=False)
-    console.print(f"size {human_bytes(r.size_before)} -> {human_bytes(r.size_after)}; "
-                  f"quantized in {r.quantize_seconds:.2f} s", highlight=False)
+    parts = [f"calibration {r.calibration_seconds:.2f} s" if r.method else "",
+             f"sensitivity {r.sensitivity_seconds:.2f} s" if r.sensitivity else ""]
+    detail = ", ".join(p for p in parts if p)
+    console.print(f"size {human_bytes(r.size_before)} -> {human_bytes(r.size_after)}; quantized in "
+                  f"{r.quantize_seconds:.2f} s" + (f" ({detail})" if detail else ""), highlight=False)
     if r.latency_before_ms is not None and r.latency_after_ms is not None:
         console.print(f"latency on {r.runtime}: {r.latency_before_ms:.3f} ms -> {r.latency_after_ms:.3f} ms",
                       highlight=False)

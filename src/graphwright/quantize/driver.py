@@ -91,9 +91,9 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     options = _options(original.format, mode, activation_type=activation_type, weight_type=weight_type, bits=bits,
                        per_channel=per_channel, symmetric_activations=symmetric_activations, io_type=io_type,
                        block_size=block_size, target=target, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
-    out = QuantReport(original.format, mode, method=method if kind == "static" else None,
-                      excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
     given = _given_ranges(ranges) if kind == "static" else None
+    out = QuantReport(original.format, mode, method=method if kind == "static" and given is None else None,
+                      excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
     needs_ranges = kind == "static" and given is None
     source = None
     if needs_ranges or report or keep is not None:
