@@ -62,10 +62,16 @@ def _mlp_4bit(path, opset: int = 17, extra_op: str | None = None):
     nodes = [oh.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"), oh.make_node("Relu", ["h"], ["r"], name="relu"),
              oh.make_node("MatMul", ["r", "w2"], ["y"], name="mm2")]
     outputs = [oh.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])]
+    inputs = [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 72])]
     if extra_op == "ReduceMean":
         nodes.append(oh.make_node("ReduceMean", ["y"], ["m"], axes=[1], name="mean"))
-        outputs.append(oh.make_tensor_value_info("m", TensorProto.FLOAT, None))
-    graph = oh.make_graph(nodes, "mlp4", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [2, 72])], outputs,
+        outputs.append(oh.make_tensor_value_info("m", TensorProto.FLOAT, [2, 1]))
+    if extra_op == "GridSample":  # its mode names changed at opset 20
+        nodes.append(oh.make_node("GridSample", ["img", "grid"], ["s"], name="sample"))
+        inputs += [oh.make_tensor_value_info("img", TensorProto.FLOAT, [1, 1, 4, 4]),
+                   oh.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 2, 2, 2])]
+        outputs.append(oh.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 2, 2]))
+    graph = oh.make_graph(nodes, "mlp4", inputs, outputs,
                           [numpy_helper.from_array(w1, "w1"),
                            numpy_helper.from_array(rng.normal(0, 0.3, (48, 16)).astype(np.float32), "w2")])
     model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", opset)])
@@ -204,13 +210,29 @@ def test_4bit_runs_on_onnxruntime_and_dequantizes_within_half_a_step(target: str
     np.testing.assert_allclose(ran, restored, rtol=1e-6, atol=1e-7)
 
 
-def test_4bit_opset_raise_is_refused_when_it_changes_meaning(tmp_path) -> None:
-    from graphwright.errors import TransformError
+def test_4bit_opset_raise_moves_reduce_axes_to_an_input(tmp_path) -> None:
+    onnx = pytest.importorskip("onnx")
     from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
 
     src = _mlp_4bit(tmp_path / "reduce.onnx", extra_op="ReduceMean")
     model = gw.load(src)
-    with pytest.raises(TransformError, match=r"would change ReduceMean.*target=onnxruntime"):
+    result = quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "generic"))
+    assert result.notes == ["opset 17 -> 21: 1 reductions take their axes as an input"]
+    gw.save(model, tmp_path / "q.onnx")
+    onnx.checker.check_model(str(tmp_path / "q.onnx"), full_check=True)  # opset 21 schemas, with shapes
+    mean = next(n for n in onnx.load(str(tmp_path / "q.onnx")).graph.node if n.op_type == "ReduceMean")
+    assert len(mean.input) == 2 and not [a for a in mean.attribute if a.name == "axes"]
+    y, m = _run(tmp_path / "q.onnx", _feeds("mlp"))
+    np.testing.assert_allclose(m, y.mean(axis=1, keepdims=True), rtol=1e-6, atol=1e-6)
+
+
+def test_4bit_opset_raise_is_refused_when_it_changes_meaning(tmp_path) -> None:
+    from graphwright.errors import TransformError
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    src = _mlp_4bit(tmp_path / "sample.onnx", extra_op="GridSample")
+    model = gw.load(src)
+    with pytest.raises(TransformError, match=r"would change GridSample.*target=onnxruntime"):
         quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "generic"))
     assert not any(n.op == "DequantizeLinear" for n in model.graph)  # nothing touched
     old = _mlp_4bit(tmp_path / "old.onnx", opset=11)
@@ -219,8 +241,11 @@ def test_4bit_opset_raise_is_refused_when_it_changes_meaning(tmp_path) -> None:
     result = quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "onnxruntime"))
     assert result.stats["matmuls_quantized"] == 2  # MatMulNBits needs no opset change
     gw.save(model, tmp_path / "nbits.onnx")
-    outs = _run(tmp_path / "nbits.onnx", _feeds("mlp"))
-    assert len(outs) == 2 and np.isfinite(outs[1]).all()
+    rng = np.random.default_rng(7)
+    feeds = {**_feeds("mlp"), "img": rng.normal(0, 1, (1, 1, 4, 4)).astype(np.float32),
+             "grid": rng.uniform(-1, 1, (1, 2, 2, 2)).astype(np.float32)}
+    outs, floats = _run(tmp_path / "nbits.onnx", feeds), _run(src, feeds)
+    np.testing.assert_array_equal(outs[1], floats[1])  # GridSample untouched, at its own opset
 
 
 def test_4bit_through_the_pipeline_with_exclusions(tmp_path) -> None:

@@ -25,18 +25,21 @@ import ml_dtypes
 import numpy as np
 
 from ...errors import TransformError
-from ...ir import DType, Tensor
+from ...ir import DType, Graph, Tensor, Value
+from .._onnx import Names, is_standard
 
-__all__ = ["FOURBIT_OPSET", "check_opset_raise", "dq_blocks", "int4_tensor", "nbits_blocks"]
+__all__ = ["FOURBIT_OPSET", "check_opset_raise", "dq_blocks", "int4_tensor", "move_reduce_axes", "nbits_blocks"]
 
 #: First default-domain opset whose DequantizeLinear takes int4 and ``block_size``.
 FOURBIT_OPSET = 21
 #: Oldest opset raised to 21 in place: below it, too many operators changed meaning.
 _OLDEST_RAISED = 13
-#: Default-domain operators whose inputs or meaning changed between opset 13 and 21, by the version.
+#: Reductions whose ``axes`` moved from an attribute to an input at opset 18 (rewritten on the raise).
+_AXES_INPUT_OPSET = 18
+_REDUCE_AXES_MOVED = frozenset({"ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2",
+                                "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"})
+#: Default-domain operators whose meaning changed between opset 13 and 21 (not rewritten), by the version.
 _CHANGED_AT = {
-    **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2",
-                     "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"), 18),  # axes: attribute -> input
     "RoiAlign": 16,  # default coordinate_transformation_mode
     "GridSample": 20,  # mode names
     "DFT": 20,  # axis: attribute -> input
@@ -126,3 +129,22 @@ def check_opset_raise(opset: int, ops: set[str]) -> None:
     if changed:
         raise TransformError(f"4-bit DequantizeLinear needs opset {FOURBIT_OPSET}; raising this opset-{opset} model "
                              f"would change {', '.join(changed)}: {hint}")
+
+
+def move_reduce_axes(graphs: list[Graph], opset: int, names: Names) -> int:
+    """Before opset 18 -> 21: each ``Reduce*(x, axes=[...])`` attribute becomes an int64 ``axes`` input
+    (no ``axes`` still reduces everything).  Returns how many nodes changed.  O(nodes)."""
+    if opset >= _AXES_INPUT_OPSET:
+        return 0
+    moved = 0
+    for graph in graphs:
+        for node in graph:
+            if node.op not in _REDUCE_AXES_MOVED or not is_standard(node) or "axes" not in node.attrs:
+                continue
+            axes = np.asarray(node.attr("axes"), np.int64)
+            value = graph.add_initializer(Value(names.fresh(f"{node.name or node.output.name}_axes"),
+                                                const=Tensor.from_numpy(axes, DType.INT64)))
+            del node.attrs["axes"]
+            node.set_inputs([node.inputs[0], value])
+            moved += 1
+    return moved

@@ -20,8 +20,9 @@ the same as onnxruntime's ``MatMulNBitsQuantizer``).  Symmetric (``int4`` with
 
 ``target="generic"``::  B_DQ_Q4[int4|uint4, K x N], B_DQ_scales[kb x N] (, B_DQ_zero_points[uint4])
                        -> DequantizeLinear(axis=0, block_size) -> MatMul(x, .)
-    (opset 21: a model of opset 13..20 is raised to 21 when no operator it uses changed meaning
-    in between, else a TransformError says what to do; IR version raised to 10 for int4.)
+    (opset 21: a model of opset 13..20 is raised to 21 — reductions' ``axes`` attributes become
+    inputs — when no other operator it uses changed meaning in between, else a TransformError says
+    what to do; IR version raised to 10 for int4.)
 ``target="onnxruntime"``::  MatMul(x, B) -> com.microsoft.MatMulNBits(x, B_Q4[uint8 N x kb x block/2],
                        B_scales[N x kb] (, B_zero_points[uint8 N x ceil(kb/2)]), K, N, bits=4, block_size)
     (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8).
@@ -39,7 +40,7 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, all_graphs
 from .._onnx import OPSET_IMPORT, Names, is_standard, opset_version
 from ..registry import TransformResult
-from ._nbits_onnx import FOURBIT_OPSET, check_opset_raise, dq_blocks, int4_tensor, nbits_blocks
+from ._nbits_onnx import FOURBIT_OPSET, check_opset_raise, dq_blocks, int4_tensor, move_reduce_axes, nbits_blocks
 from .options import QuantOptions
 
 __all__ = ["quantize_onnx_initializers", "symmetric_int8"]
@@ -137,10 +138,16 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
     graphs = list(all_graphs(model))
     candidates = [(graph, node) for graph in graphs for node in graph if node.op == "MatMul" and is_standard(node)]
     generic = options.target == "generic"
+    opset = opset_version(model, default=FOURBIT_OPSET)
     if generic:
-        ops = {node.op for graph in graphs for node in graph if is_standard(node)}
-        check_opset_raise(opset_version(model, default=FOURBIT_OPSET), ops)
+        check_opset_raise(opset, {node.op for graph in graphs for node in graph if is_standard(node)})
     run = _FourBit(model, options, options.weight_type == "int4" and options.symmetric_weights, Names(model))
+    others = sum(1 for graph in graphs for v in graph.initializers
+                 if v.const is not None and v.const.dtype is DType.FLOAT32 and v.const.size >= max(minimum_size, 1)
+                 and v.users() and all(u.op != "MatMul" for u in v.users()))
+    if others:
+        run.notes.append(f"{others} other float initializers of >= {minimum_size} elements left float "
+                         "(4-bit applies to MatMul weights only)")
     quantized = 0
     for graph, node in candidates:
         reason = _why_not_4bit(node, graph, minimum_size, options)
@@ -151,6 +158,8 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
         (_dequantize_linear if generic else _matmul_nbits)(run, graph, node)
         quantized += 1
     if quantized and generic:
+        if moved := move_reduce_axes(graphs, opset, run.names):
+            run.notes.append(f"opset {opset} -> {FOURBIT_OPSET}: {moved} reductions take their axes as an input")
         imports = dict(model.meta.get(OPSET_IMPORT) or {})
         key = "ai.onnx" if "ai.onnx" in imports and "" not in imports else ""
         imports[key] = max(int(imports.get(key) or 0), FOURBIT_OPSET)
@@ -160,12 +169,6 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
         imports = dict(model.meta.get(OPSET_IMPORT) or {})
         imports.setdefault(_MS_DOMAIN, 1)
         model.meta[OPSET_IMPORT] = imports
-    others = sum(1 for graph in graphs for v in graph.initializers
-                 if v.const is not None and v.const.dtype is DType.FLOAT32 and v.const.size >= max(minimum_size, 1)
-                 and v not in run.done and all(u.op != "MatMul" for u in v.users()))
-    if others:
-        run.notes.append(f"{others} other float initializers of >= {minimum_size} elements left float "
-                         "(4-bit applies to MatMul weights only)")
     for weight in run.done:
         graph = weight.owner
         if graph is not None and weight.num_uses == 0 and not weight.is_graph_output:
