@@ -307,3 +307,17 @@ def test_pipeline_transform_reads_a_ranges_file(tmp_path: Path) -> None:
     assert report.changed
     gw.save(model, tmp_path / "gw.onnx")
     assert_same_model(theirs, onnx.load(str(tmp_path / "gw.onnx")))
+
+
+def test_an_already_quantized_model_is_left_as_it_is(tmp_path: Path) -> None:
+    """A QDQ model (onnxruntime's own ResNet-18 output, from the corpus): nothing quantized twice.
+
+    (onnxruntime's quantize_static on it quantizes every tensor again and writes duplicate node
+    names, a model onnxruntime then refuses to load.)"""
+    src, feeds = _source("resnet18_qdq-ts-fixed", tmp_path)
+    ranges, _ = ort_ranges(src, feeds, tmp_path)
+    _, result = _ours(src, tmp_path / "gw.onnx", ranges)
+    assert result.stats["qdq_pairs"] == result.stats["weights_quantized"] == result.stats["biases_quantized"] == 0
+    assert result.stats["already_quantized"] > 0 and not result.changed
+    assert _ops(tmp_path / "gw.onnx") == _ops(src)
+    np.testing.assert_array_equal(_run(tmp_path / "gw.onnx", feeds[0])[0], _run(src, feeds[0])[0])

@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from ...errors import TransformError
-from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value
+from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, constant_value
 from .._onnx import OPSET_IMPORT, Names, opset_version
 from ..registry import TransformResult
 from ._qdq_onnx_params import (
@@ -76,8 +76,10 @@ def quantize_static_onnx(model: Model, ranges: Ranges, options: QuantOptions) ->
         "nodes_quantized": sum(plan.handled.values()), "qdq_pairs": writer.pairs,
         "weights_quantized": writer.weights, "biases_quantized": writer.biases,
         "activations_removed": sum(plan.fused.values()), "nodes_left_float": sum(plan.left_float.values()),
-        "weight_scales_widened": writer.widened,
+        "weight_scales_widened": writer.widened, "already_quantized": writer.existing,
     }
+    if writer.existing:
+        notes.append(f"{writer.existing} tensor(s) already quantized by the model's own Q/DQ nodes: left as they are")
     changed = bool(writer.pairs or writer.weights or writer.biases or plan.fused)
     return TransformResult(changed, stats, notes)
 
@@ -147,7 +149,7 @@ class _Writer:
         #: Quantized tensor (as in the float model) -> its scale and zero-point initializers.
         self.done: dict[Value, tuple[Value, Value, QParams]] = {}
         self.replaced: list[Value] = []
-        self.pairs = self.weights = self.biases = self.widened = 0
+        self.pairs = self.weights = self.biases = self.widened = self.existing = 0
 
     def write(self, plan: QdqPlan) -> None:
         params = self.constant_params(plan)
@@ -158,7 +160,7 @@ class _Writer:
                 shared.append((value, mark.provider))
             elif value in params:
                 self.dequantize_constant(value, params[value])
-            elif not (value.producer is not None and value.producer.op == "DequantizeLinear"):
+            elif not self.already_quantized(value):
                 self.quantize_activation(value)
         while shared:
             ready = [(v, p) for v, p in shared if p in self.done]
@@ -166,8 +168,10 @@ class _Writer:
                 raise TransformError(f"quantize_static: {shared[0][0].name!r} shares the quantization of "
                                      f"{shared[0][1].name!r}, which is not quantized")
             for value, provider in ready:
-                scale, zero, qp = self.done[provider]
-                self.insert_pair(value, scale, zero, qp)
+                if not self.already_quantized(value):
+                    scale, zero, qp = self.done[provider]
+                    self.insert_pair(value, scale, zero, qp)
+                self.done.setdefault(value, self.done[provider])
             shared = [(v, p) for v, p in shared if v not in self.done]
         for bias, mark in plan.biases.items():
             self.dequantize_bias(bias, mark)
@@ -205,6 +209,24 @@ class _Writer:
             raise TransformError(f"quantize_static: no calibrated range for {value.name!r} (read by {readers}); "
                                  f"add it to the ranges or exclude the node")
         return range_params(pair[0], pair[1], self.act_type, self.options.symmetric_activations)
+
+    def already_quantized(self, value: Value) -> bool:
+        """True for a tensor the model already quantizes (written by a DequantizeLinear, or read by a
+        QuantizeLinear): left as it is, its scale recorded for the biases that need it."""
+        producer = value.producer
+        nodes = [producer] if producer is not None and producer.op == "DequantizeLinear" else \
+            [n for n in value.users() if n.op == "QuantizeLinear" and n.inputs[0] is value]
+        if not nodes:
+            return False
+        node = nodes[0]
+        scale, zero = node.inputs[1], node.inputs[2] if len(node.inputs) > 2 else None
+        scale_data = constant_value(scale) if scale is not None else None
+        zero_data = constant_value(zero) if zero is not None else None
+        if scale_data is not None and zero_data is not None and zero_data.dtype.numpy is not None:
+            axis = node.attr("axis") if scale_data.size > 1 else None
+            self.done[value] = (scale, zero, QParams(scale_data.numpy(), zero_data.numpy(), zero_data.dtype, axis))
+        self.existing += 1
+        return True
 
     # -- graph edits ------------------------------------------------------------
     def initializer(self, array: np.ndarray, base: str, dtype: DType) -> Value:
