@@ -84,12 +84,12 @@ def render_html(report: QuantReport, *, title: str = "graphwright quantize") -> 
     r = report
     summary = [
         ["format / mode", f"{r.format} / {r.mode}", ""],
-        ["calibration", f"{r.method or '-'}, {r.calibration_samples} sample(s)", r.data_source],
+        ["calibration", f"{r.method}, {r.calibration_samples} sample(s)" if r.method else "none", r.data_source],
         ["report on", f"{r.eval_samples} {r.eval_split} sample(s)", ""],
         ["model size", _bytes(r.size_before), _bytes(r.size_after)],
         [f"latency ({r.runtime or '-'})", _num(r.latency_before_ms, "{:.3f} ms"), _num(r.latency_after_ms, "{:.3f} ms")],
-        ["time", f"quantize {r.quantize_seconds:.2f} s", f"calibration {r.calibration_seconds:.2f} s, "
-                                                          f"sensitivity {r.sensitivity_seconds:.2f} s"],
+        ["time", f"quantize {r.quantize_seconds:.2f} s",
+         f"calibration {r.calibration_seconds:.2f} s, sensitivity {r.sensitivity_seconds:.2f} s (included)"],
     ]
     outputs = [[o.name, "x".join(map(str, o.shape)), f"{o.max_abs:.4g}", f"{o.mean_abs:.4g}", f"{o.rel_error:.3%}",
                 _db(o.sqnr_db), "-" if o.top1_agreement is None else f"{o.top1_agreement:.1%}"] for o in r.outputs]
