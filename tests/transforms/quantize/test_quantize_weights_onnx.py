@@ -342,3 +342,36 @@ def test_4bit_rounding_is_c_roundf() -> None:
                         np.random.default_rng(0).uniform(-20, 20, 2000).astype(np.float32),
                         np.arange(-16, 16, 0.5, dtype=np.float32)])
     np.testing.assert_array_equal(_roundf(x), np.array([libm.roundf(float(v)) for v in x], np.float32))
+
+
+def test_4bit_generic_on_llama_loads_where_the_anchors_model_does_not(tmp_path) -> None:
+    """Llama's RMSNorm is ReduceMean(axes=[-1]) at opset 17.  MatMulNBitsQuantizer's QDQ form forces opset 21 and
+    leaves the attribute: onnxruntime refuses the model.  graphwright writes the same 4-bit weights, moves the axes
+    to an input, and the model runs."""
+    onnx = pytest.importorskip("onnx")
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+    from tests.models.build_onnx_corpus import corpus_model
+
+    src = corpus_model("hf_llama_kv-ts-dyn").path
+    anchor = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=16, is_symmetric=True, quant_format=QuantFormat.QDQ)
+    anchor.process()
+    onnx.save(anchor.model.model, tmp_path / "ort.onnx")
+    with pytest.raises(Exception, match="ReduceMean"):
+        ort.InferenceSession(str(tmp_path / "ort.onnx"), providers=["CPUExecutionProvider"])
+    model = gw.load(src)
+    quantize_onnx_initializers(model, minimum_size=0, options=_options(True, "generic", block_size=16))
+    gw.save(model, tmp_path / "gw.onnx")
+    theirs, ours = _raw_initializers(tmp_path / "ort.onnx"), _raw_initializers(tmp_path / "gw.onnx")
+    four_bit = [k for k in theirs if k.endswith(("_DQ_Q4", "_DQ_scales"))]
+    assert len(four_bit) == 30 and all(ours[k] == theirs[k] for k in four_bit)
+    rng = np.random.default_rng(8)
+    ids = rng.integers(0, 1000, (1, 2), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones((1, 7), np.int64),
+             **{f"past_{kind}_{i}": rng.normal(0, 1, (1, 2, 5, 16)).astype(np.float32)
+                for i in range(2) for kind in ("key", "value")}}
+    flt, out = _run(src, feeds)[0], _run(tmp_path / "gw.onnx", feeds)[0]
+    assert np.abs(out - flt).max() <= 0.25 * np.abs(flt).max()
