@@ -11,7 +11,13 @@ Kinds of change: ``fused`` (k nodes of A became one node of B, constants aside),
 replacement: eliminated, bypassed), ``added``, ``renamed``, ``retyped`` (same node, another op
 or output dtype) and ``quantized`` (a float output became an integer one, or a quantized op).
 
-Cost: O(N + E) for both models plus O(size) per change for its neighbourhood.
+Nested graphs are compared too, each against the graph at the same path in B (:func:`bodies`):
+ONNX If/Loop/Scan bodies as ``node/attribute`` (``loop_1/body``, nested ``loop_1/body/if_2/then_branch``),
+TFLite subgraphs as the operator that calls them and its role (``lstm/while/body``, ``cond/then``).
+A change inside one carries its path (``Change.graph``) and says it first in its title
+(``loop_1/body: fused 2 nodes (MatMul, Add) into 1 Gemm``); a body only one model has is a note.
+
+Cost: O(N + E) for both models (every graph) plus O(size) per change for its neighbourhood.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..ir import Graph, Model, Node, constant_value, constant_values
+from ..ir import AttrKind, Graph, Model, Node, constant_value, constant_values
 from ..transforms.runner import node_key
 
-__all__ = ["ModelSide", "Change", "ModelDiff", "diff_models", "side_of", "KINDS", "neighbourhood", "nodes_by_key"]
+__all__ = ["ModelSide", "Change", "ModelDiff", "Body", "bodies", "nested", "diff_models", "side_of", "KINDS", "neighbourhood",
+           "nodes_by_key"]
 
 #: Kinds of change, in the order reports list them.
 KINDS = ("fused", "folded", "merged", "replaced", "quantized", "retyped", "renamed", "removed", "added")
@@ -42,7 +49,7 @@ CONTEXT_LIMIT = 30
 
 @dataclass
 class ModelSide:
-    """One model's numbers."""
+    """One model's numbers (nodes, parameters and ops of every graph, bodies included)."""
 
     path: str
     format: str
@@ -50,6 +57,8 @@ class ModelSide:
     parameters: int
     file_bytes: int | None
     op_histogram: dict[str, int]
+    #: graphs: the main one plus nested bodies / subgraphs
+    graphs: int = 1
 
 
 @dataclass
@@ -68,8 +77,13 @@ class Change:
     detail: str = ""
     #: initializers (constants that are not nodes) the ``before`` nodes were folded into
     constants: list[str] = field(default_factory=list)
+    #: the body the change is in (see :func:`bodies`); "" for the main graph
+    graph: str = ""
 
     def title(self) -> str:
+        return f"{self.graph}: {self._what()}" if self.graph else self._what()
+
+    def _what(self) -> str:
         k, n = len(self.before), len(self.after)
         def ops(names: list[str]) -> str:
             counts = Counter(names)
@@ -108,6 +122,11 @@ class ModelDiff:
     provenance: str | None
     changes: list[Change]
     notes: list[str] = field(default_factory=list)
+    #: each model's compared nested graphs by path (:func:`nested`), for pictures of the changes inside
+    #: them, and the path in B of each body of A (another when its caller was renamed)
+    bodies_a: dict[str, Graph] = field(default_factory=dict, repr=False)
+    bodies_b: dict[str, Graph] = field(default_factory=dict, repr=False)
+    paired: dict[str, str] = field(default_factory=dict)
 
     def op_deltas(self) -> list[tuple[str, int, int]]:
         """(op, count in A, count in B) for every op whose count changed, biggest change first."""
@@ -135,17 +154,90 @@ class ModelDiff:
 
 
 def side_of(model: Model, path: str | os.PathLike[str] | None = None) -> ModelSide:
-    graph = model.graph
+    graphs = [model.graph, *bodies(model).values()]
     parameters = 0
-    for value in constant_values(graph):
-        tensor = constant_value(value)
-        if tensor is not None:
-            parameters += tensor.size
-    histogram = Counter(_op_label(n) for n in graph)
+    for graph in graphs:
+        for value in constant_values(graph):
+            tensor = constant_value(value)
+            if tensor is not None:
+                parameters += tensor.size
+    histogram = Counter(_op_label(n) for graph in graphs for n in graph)
     where = path if path is not None else model.source_path
     size = os.path.getsize(where) if where is not None and Path(where).is_file() else None
-    return ModelSide(str(where or ""), model.format, len(graph), int(parameters), size,
-                     dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))))
+    return ModelSide(str(where or ""), model.format, sum(len(g) for g in graphs), int(parameters), size,
+                     dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))), len(graphs))
+
+
+@dataclass(frozen=True)
+class Body:
+    """A nested graph: its path, the path of the graph holding its caller ("" the main graph, None
+    for a TFLite subgraph no operator calls), the caller's key and the role it runs it in."""
+
+    path: str
+    parent: str | None
+    caller: str
+    role: str
+    graph: Graph = field(compare=False, repr=False)
+
+
+def nested(model: Model) -> list[Body]:
+    """The model's nested graphs, outer first: an ONNX body at ``node/attribute`` (``GRAPHS``
+    lists as ``attribute[k]``), a TFLite subgraph at the first operator calling it and the role
+    its index attribute names (``while/body`` from ``body_subgraph_index``), a path inside a
+    body prefixed by the body's.  A TFLite subgraph no operator calls goes by its name (else
+    ``subgraph{i}``).  O(N) over every graph."""
+    found: list[Body] = []
+    taken: set[str] = set()
+    seen = {id(model.graph)}
+    pending: list[tuple[Graph, str]] = [(model.graph, "")]
+    loose = list(enumerate(model.subgraphs, 1))
+    while pending or loose:
+        if not pending:  # a subgraph nothing reached: a root of its own
+            i, graph = loose.pop(0)
+            if id(graph) not in seen:
+                seen.add(id(graph))
+                found.append(Body(_unique(graph.name or f"subgraph{i}", taken), None, "", "", graph))
+                pending.append((graph, found[-1].path))
+            continue
+        graph, where = pending.pop(0)
+        for node in graph:
+            for role, sub in _called(node, model):
+                if id(sub) not in seen:
+                    seen.add(id(sub))
+                    key = node_key(node)
+                    path = _unique(f"{where}/{key}/{role}" if where else f"{key}/{role}", taken)
+                    found.append(Body(path, where, key, role, sub))
+                    pending.append((sub, path))
+    return found
+
+
+def bodies(model: Model) -> dict[str, Graph]:
+    """The model's nested graphs by path (see :func:`nested`)."""
+    return {body.path: body.graph for body in nested(model)}
+
+
+def _called(node: Node, model: Model) -> Iterable[tuple[str, Graph]]:
+    """(role, graph) of each graph the node runs: graph attributes, TFLite subgraph indices."""
+    for name, attr in (node.attrs or {}).items():
+        if attr.kind is AttrKind.GRAPH:
+            yield name, attr.value
+        elif attr.kind is AttrKind.GRAPHS:
+            yield from ((f"{name}[{k}]", g) for k, g in enumerate(attr.value))
+        elif model.format == "tflite" and name.endswith(("_subgraph_index", "_subgraph_indices")):
+            role = name.rsplit("_subgraph_", 1)[0]
+            indices = [attr.value] if attr.kind is AttrKind.INT else list(attr.value)
+            many = attr.kind is not AttrKind.INT
+            for k, index in enumerate(indices):
+                if 0 < int(index) < len(model.graphs):
+                    yield (f"{role}[{k}]" if many else role), model.graphs[int(index)]
+
+
+def _unique(path: str, taken: set[str]) -> str:
+    k, candidate = 2, path
+    while candidate in taken:
+        candidate, k = f"{path}#{k}", k + 1
+    taken.add(candidate)
+    return candidate
 
 
 def nodes_by_key(graph: Graph) -> dict[str, Node]:
@@ -206,32 +298,77 @@ def _neighbours(node: Node) -> Iterable[Node]:
 
 def diff_models(a: Model, b: Model, *, path_a: str | None = None, path_b: str | None = None,
                 provenance: Mapping[str, Any] | None = None, provenance_path: str | None = None) -> ModelDiff:
-    """Compare two models of the same format (see the module docstring)."""
+    """Compare two models of the same format, every graph against its counterpart in B (see the
+    module docstring and :func:`_pair_bodies`)."""
     side_a, side_b = side_of(a, path_a), side_of(b, path_b)
     notes: list[str] = []
-    if a.subgraphs or b.subgraphs:
-        notes.append("only the main graphs are compared (TFLite subgraphs and control-flow bodies are not)")
-    nodes_a = nodes_by_key(a.graph)
-    nodes_b = nodes_by_key(b.graph)
+    nested_a, nested_b = nested(a), nested(b)
+    graphs_a = {"": a.graph, **{body.path: body.graph for body in nested_a}}
+    graphs_b = {"": b.graph, **{body.path: body.graph for body in nested_b}}
+    nodes_a = {path: nodes_by_key(g) for path, g in graphs_a.items()}
+    nodes_b = {path: nodes_by_key(g) for path, g in graphs_b.items()}
     if provenance is not None:
+        every_a = {name for nodes in nodes_a.values() for name in nodes}
         known = [name for entry in provenance["nodes"].values() for name in entry["from"]]
         known += list(provenance["removed"])
-        missing = [name for name in known if name not in nodes_a]
+        missing = [name for name in known if name not in every_a]
         if known and len(missing) > len(known) // 2:
             notes.append(f"the provenance sidecar {provenance_path} does not describe {side_a.path} "
                          f"({len(missing)} of {len(known)} original names are not in it): matched by structure")
             provenance = None
-    if provenance is not None:
-        changes = _by_provenance(nodes_a, nodes_b, provenance)
-        matched_by = "provenance"
-    else:
-        changes = _by_structure(a.graph, b.graph, nodes_a, nodes_b)
-        matched_by = "structure"
+    changes: list[Change] = []
+    pairs: dict[str, str] = {}
+    pending = [("", "")] + [(x.path, x.path) for x in nested_a if x.parent is None and x.path in graphs_b]
+    while pending:
+        pa, pb = pending.pop(0)
+        pairs[pa] = pb
+        if provenance is not None:
+            found = _by_provenance(nodes_a[pa], nodes_b[pb], provenance)
+        else:
+            found = _by_structure(graphs_a[pa], graphs_b[pb], nodes_a[pa], nodes_b[pb])
+        for change in found:
+            change.graph = pa
+        changes += found
+        pending += _pair_bodies(pa, pb, nested_a, nested_b, nodes_b[pb], found)
+    matched_by = "provenance" if provenance is not None else "structure"
+    if provenance is None:
         notes.append("no provenance sidecar: changes are matched by node name and graph structure, not exact")
+    paired_b = set(pairs.values())
+    notes += [f"{x.path} is only in A (B has no such graph: its insides are not compared)"
+              for x in nested_a if x.path not in pairs]
+    notes += [f"{x.path} is only in B (A has no such graph: its insides are not compared)"
+              for x in nested_b if x.path not in paired_b]
     order = {kind: i for i, kind in enumerate(KINDS)}
-    changes.sort(key=lambda c: (order[c.kind], -len(c.before) - len(c.after), (c.before or c.after)[0]))
+    changes.sort(key=lambda c: (c.graph != "", c.graph, order[c.kind], -len(c.before) - len(c.after),
+                                (c.before or c.after)[0]))
     return ModelDiff(side_a, side_b, matched_by, provenance_path if matched_by == "provenance" else None,
-                     changes, notes)
+                     changes, notes, {p: graphs_a[p] for p in pairs if p}, {pairs[p]: graphs_b[pairs[p]] for p in pairs if p},
+                     {p: q for p, q in pairs.items() if p})
+
+
+def _pair_bodies(pa: str, pb: str, nested_a: list[Body], nested_b: list[Body], nodes_b: Mapping[str, Node],
+                 found: list[Change]) -> list[tuple[str, str]]:
+    """The bodies called from graph ``pa`` of A paired with those called from its counterpart ``pb``
+    of B: same role, called by the same node — under the same name, or the name a one-to-one change
+    of that graph gave it (a renamed Loop keeps its body); the rest, per role, in calling order
+    when both sides have as many left (callers renamed past recognition, as by obfuscation)."""
+    became = {c.before[0]: c.after[0] for c in found if len(c.before) == 1 and len(c.after) == 1}
+    in_b = {(x.caller, x.role): x.path for x in nested_b if x.parent == pb}
+    pairs, left = [], []
+    for x in nested_a:
+        if x.parent != pa:
+            continue
+        caller = x.caller if x.caller in nodes_b else became.get(x.caller, "")
+        if (caller, x.role) in in_b:
+            pairs.append((x.path, in_b.pop((caller, x.role))))
+        else:
+            left.append(x)
+    for role in dict.fromkeys(x.role for x in left):
+        mine = [x.path for x in left if x.role == role]
+        theirs = [path for (_, r), path in in_b.items() if r == role]
+        if len(mine) == len(theirs):
+            pairs += zip(mine, theirs)
+    return pairs
 
 
 def _classify(before: list[Node], after: list[Node], constants: list[str]) -> tuple[str, str]:

@@ -16,7 +16,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from .changes import Change, ModelDiff, neighbourhood
+from .changes import Change, ModelDiff, neighbourhood, nodes_by_key
 from .layers import LayerErrors
 from .numeric import ErrorHistogram, OutputErrors
 
@@ -224,8 +224,11 @@ def _pictures(change: Change, nodes_a: dict[str, Any], nodes_b: dict[str, Any]) 
 def render_html(diff: ModelDiff, nodes_a: dict[str, Any], nodes_b: dict[str, Any],
                 errors: OutputErrors | None = None, *, title: str = "graphwright diff",
                 layers: LayerErrors | None = None) -> str:
-    """The report as one HTML string (``nodes_a``/``nodes_b``: name -> node of each main graph)."""
-    pictures = [_pictures(c, nodes_a, nodes_b) for c in diff.changes]
+    """The report as one HTML string (``nodes_a``/``nodes_b``: name -> node of each main graph; a
+    change inside a body is drawn in that body)."""
+    maps_a = {"": nodes_a, **{path: nodes_by_key(g) for path, g in diff.bodies_a.items()}}
+    maps_b = {"": nodes_b, **{path: nodes_by_key(diff.bodies_b[path_b]) for path, path_b in diff.paired.items()}}
+    pictures = [_pictures(c, maps_a[c.graph], maps_b[c.graph]) for c in diff.changes]  # a body's change: its body
     data = json.dumps({"changes": pictures, "open": OPEN_BY_DEFAULT}, separators=(",", ":"))
     data = data.replace("</", "<\\/")  # no "</script>" inside the script element
     counts = diff.counts()
