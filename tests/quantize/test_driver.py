@@ -282,3 +282,41 @@ def test_tflite_modes_report_what_litert_runs(tmp_path: Path, mode: str, kwargs:
         assert row.sqnr_db > 20
     io = {v.dtype for v in (*model.graph.inputs, *model.graph.outputs)}
     assert io == ({gw.DType.INT8} if kwargs.get("io_type") == "int8" else {gw.DType.FLOAT32})
+
+
+def test_progress_names_each_phase_with_its_total(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    seen: list[tuple[int, int, str]] = []
+    gw.quantize(src, mode="static", samples=samples(30), calibration_samples=10, eval_samples=2, keep_float="auto:0",
+                on_progress=lambda done, total, what: seen.append((done, total, what)))
+    calibrating = [(d, t) for d, t, w in seen if w.startswith("calibrating")]
+    assert calibrating == [(i, 10) for i in range(1, 11)]
+    assert [(d, t, w) for d, t, w in seen if w.startswith("sensitivity")] == [
+        (0, 2, "sensitivity: fc1"), (1, 2, "sensitivity: fc2"), (2, 2, "sensitivity: done")]
+    assert [(d, t) for d, t, w in seen if w.startswith("evaluating")][-1] == (2, 2)
+
+
+def test_tflite_exclude_op_leaves_those_layers_float_on_litert(tmp_path: Path) -> None:
+    from ai_edge_litert.interpreter import Interpreter
+
+    from tests.models import get_model
+
+    info = get_model("tflite_real", "landmarks_float")
+    model, report = gw.quantize(info.path, mode="int8", samples=_images(info.path, 12), calibration_samples=8,
+                                eval_samples=2, exclude_ops=["DEPTHWISE_CONV_2D"])
+    out = tmp_path / "q.tflite"
+    gw.save(model, out)
+    assert report.excluded_ops == ["DEPTHWISE_CONV_2D"] and report.warnings == []
+    interp = Interpreter(model_path=str(out))
+    tensors = interp.get_tensor_details()
+    filters: dict[str, set[object]] = {}
+    for op in interp._get_ops_details():
+        if op["op_name"] in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+            filters.setdefault(op["op_name"], set()).add(tensors[op["inputs"][1]]["dtype"])
+    assert filters == {"DEPTHWISE_CONV_2D": {np.float32}, "CONV_2D": {np.int8}, "FULLY_CONNECTED": {np.int8}}
+
+
+def _images(path: Path, count: int) -> list[dict[str, np.ndarray]]:
+    spec = gw.load(path).graph.inputs[0]
+    rng = np.random.default_rng(9)
+    return [{spec.name: rng.uniform(0, 1, size=tuple(spec.shape)).astype(np.float32)} for _ in range(count)]

@@ -262,7 +262,7 @@ def _given_ranges(ranges: Ranges | str | os.PathLike[str] | None) -> dict[str, t
 def _calibrate(model: Model, method: str, options: QuantOptions, source: _SampleSource, out: QuantReport,
                on_progress: Progress | None) -> dict[str, tuple[float, float]]:
     start = time.perf_counter()
-    progress = _phase(on_progress, "calibrating")
+    progress = _phase(on_progress, "", total=source.calibration_count)  # its label says "calibrating"
     stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
     table = calibration.compute_ranges(stats, method, **_method_options(method, options))
     out.calibration_samples = source.calibrated
@@ -316,12 +316,13 @@ def _evaluate(original: Model, model: Model, source: _SampleSource, out: QuantRe
     out.latency_after_ms = latency_ms(model, held_out[0], runs=LATENCY_RUNS)
 
 
-def _phase(on_progress: Progress | None, phase: str) -> Progress | None:
+def _phase(on_progress: Progress | None, phase: str, *, total: int = 0) -> Progress | None:
+    """``on_progress`` with the phase named in its label (and ``total`` when the caller knows none)."""
     if on_progress is None:
         return None
 
-    def update(done: int, total: int, what: str) -> None:
-        on_progress(done, total, f"{phase}: {what}")
+    def update(done: int, count: int | None, what: str) -> None:
+        on_progress(done, count or total, f"{phase}: {what}" if phase else what)
 
     return update
 
