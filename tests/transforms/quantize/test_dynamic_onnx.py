@@ -251,3 +251,28 @@ def test_pipeline_transform_and_errors(tmp_path: Path) -> None:
     old = _save(graph, tmp_path / "old.onnx", opset=10)
     with pytest.raises(TransformError, match="opset >= 11"):
         quantize_dynamic_onnx(gw.load(old), QuantOptions())
+
+
+_WIDE = ["hf_bert-dynamo-dyn", "hf_gpt2-dynamo-dyn", "hf_distilbert-ts-dyn", "hf_roberta-ts-dyn", "hf_t5-ts-dyn",
+         "hf_whisper_encoder-ts-dyn", "hf_wav2vec2-ts-dyn", "hf_vit-ts-dyn", "hf_llama_kv-ts-dyn",
+         "tv_resnet18-ts-fixed", "tv_mobilenet_v3_small-ts-fixed", "tv_vit_b_16-ts-fixed"]
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("name", _WIDE)
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_wide_same_parameters_as_quantize_dynamic(name: str, per_channel: bool, tmp_path: Path) -> None:
+    from tests.models.build_onnx_corpus import corpus_model
+
+    src = corpus_model(name).path
+    quantize_dynamic(str(src), str(tmp_path / "ort.onnx"), per_channel=per_channel, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": TensorProto.FLOAT})
+    _ours(src, tmp_path / "gw.onnx", per_channel=per_channel)
+    theirs, ours = _initializers(tmp_path / "ort.onnx"), _initializers(tmp_path / "gw.onnx")
+    quantized = [n for n in theirs if n.endswith(_QUANT_SUFFIXES)]
+    assert quantized and set(quantized) == {n for n in ours if n.endswith(_QUANT_SUFFIXES)}
+    for n in quantized:
+        assert ours[n].dtype == theirs[n].dtype and ours[n].shape == theirs[n].shape, n
+        np.testing.assert_array_equal(ours[n], theirs[n], err_msg=n)
+    for op in ("DynamicQuantizeLinear", "MatMulInteger", "ConvInteger"):
+        assert _ops(tmp_path / "gw.onnx")[op] == _ops(tmp_path / "ort.onnx")[op], op

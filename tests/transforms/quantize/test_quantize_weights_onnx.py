@@ -375,3 +375,30 @@ def test_4bit_generic_on_llama_loads_where_the_anchors_model_does_not(tmp_path) 
                 for i in range(2) for kind in ("key", "value")}}
     flt, out = _run(src, feeds)[0], _run(tmp_path / "gw.onnx", feeds)[0]
     assert np.abs(out - flt).max() <= 0.25 * np.abs(flt).max()
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("name", ["hf_bert-dynamo-dyn", "hf_distilbert-ts-dyn", "hf_t5-ts-dyn", "hf_whisper_encoder-ts-dyn",
+                                  "hf_llama_kv-ts-dyn", "hf_vit-ts-dyn", "tv_vit_b_16-ts-fixed"])
+@pytest.mark.parametrize("target", ["onnxruntime", "generic"])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_wide_4bit_same_bytes_as_matmul_nbits_quantizer(name: str, target: str, symmetric: bool, tmp_path) -> None:
+    onnx = pytest.importorskip("onnx")
+    from onnxruntime.quantization import QuantFormat
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+    from tests.models.build_onnx_corpus import corpus_model
+
+    src = corpus_model(name).path
+    fmt = QuantFormat.QOperator if target == "onnxruntime" else QuantFormat.QDQ
+    anchor = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=16, is_symmetric=symmetric, quant_format=fmt)
+    anchor.process()
+    onnx.save(anchor.model.model, tmp_path / "ort.onnx")
+    model = gw.load(src)
+    result = quantize_onnx_initializers(model, minimum_size=0, options=_options(symmetric, target, block_size=16))
+    gw.save(model, tmp_path / "gw.onnx")
+    theirs, ours = _raw_initializers(tmp_path / "ort.onnx"), _raw_initializers(tmp_path / "gw.onnx")
+    assert result.stats["matmuls_quantized"] > 0
+    four_bit = [k for k in theirs if k.endswith(("_Q4", "_scales", "_zero_points"))]
+    assert four_bit and all(ours[k] == theirs[k] for k in four_bit)
