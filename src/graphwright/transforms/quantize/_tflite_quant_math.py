@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "activation_int8", "activation_int16", "bias_codes", "quantize_weight",
+    "activation_int8", "activation_int16", "bias_codes", "constant_codes", "quantize_weight",
 ]
 
 #: MLIR's smallest weight range: narrower ranges are widened to it around 0.
@@ -87,6 +87,15 @@ def bias_codes(bias: np.ndarray, input_scale: float, scales: np.ndarray, *, bits
     codes = _round_away(b * _inverse(bias_scales))
     info = np.iinfo(np.int32 if bits == 32 else np.int64)
     return np.clip(codes, info.min, info.max).astype(info.dtype), bias_scales
+
+
+def constant_codes(data: np.ndarray, scale: float, zero: int, *, bits: int) -> np.ndarray:
+    """Codes of a float constant an operator reads as an activation (a MUL's or ADD's operand,
+    a GATHER table): ``round(c * (1 / scale)) + zero`` in float32, clamped to [-128, 127] (int8)
+    or [-32767, 32767] (int16)."""
+    low, high = (-128, 127) if bits == 8 else (-32767, 32767)
+    scaled = np.asarray(data, np.float32) * _inverse(np.asarray([scale], np.float32))[0]
+    return np.clip(_round_away(scaled) + zero, low, high).astype(np.int8 if bits == 8 else np.int16)
 
 
 def _inverse(scales: np.ndarray) -> np.ndarray:

@@ -32,7 +32,7 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from ..registry import TransformResult
-from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, quantize_weight
+from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, constant_codes, quantize_weight
 from ._tflite_quant_ops import FIXED_OUTPUT, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
@@ -310,6 +310,9 @@ class _Rewriter:
         self.mode = plan.mode
         self.dtype = DType.INT8 if plan.mode == "int8" else DType.INT16
         self.counters: dict[str, int] = {}
+        #: the float data of the constants quantized so far (a shared bias is copied from it)
+        self.float_data: dict[Value, np.ndarray] = {}
+        self.names = {v.name for v in plan.graph.initializers} | {v.name for n in plan.graph for v in n.outputs}
         #: the activations that become integer: outputs of quantized operators, graph inputs they read
         self.integer: set[Value] = set()
 
@@ -325,8 +328,11 @@ class _Rewriter:
         for value in self.integer:
             self._retype(value)
         self._float_edges(boundary)
-        for (node, index), params in plan.requant.items():
-            self._requantize(node, index, params)
+        # the 16x8 quantizer inserts each requantization at the operator's position, so the last
+        # input's comes first; MLIR writes them in input order
+        order = sorted(plan.requant, key=lambda k: -k[1]) if self.mode == "int16" else list(plan.requant)
+        for node, index in order:
+            self._requantize(node, index, plan.requant[(node, index)])
         for node, spec in plan.quantized.items():
             node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
             if self.mode == "int16":
@@ -369,6 +375,8 @@ class _Rewriter:
         if spec.bias is not None:
             b, a, w = spec.bias
             bias = node.inputs[b] if b < len(node.inputs) else None
+            if bias is not None and bias.dtype is not DType.FLOAT32 and not legacy:
+                bias = self._own_copy(node, b, bias)
             if bias is not None and bias.dtype is DType.FLOAT32 and w in weights:
                 scale_in = self.plan.params(node.inputs[a])[0]
                 codes, scales = bias_codes(bias.const.numpy(), scale_in, weights[w], bits=64 if legacy else 32)
@@ -377,15 +385,31 @@ class _Rewriter:
             if value.const is not None and value.dtype is DType.FLOAT32:
                 self._quantize_constant(value)
 
+    def _own_copy(self, node: Node, index: int, value: Value) -> Value | None:
+        """A bias another operator quantized already: the MLIR quantizer gives each reader its own
+        copy (``<name>1``, ``<name>2``... the next free names), quantized with its own scales."""
+        source = self.float_data.get(value)
+        if source is None:
+            return value
+        k = 1
+        while f"{value.name}{k}" in self.names:
+            k += 1
+        name = f"{value.name}{k}"
+        self.names.add(name)
+        copy = Value(name, DType.FLOAT32, value.shape, const=Tensor.from_numpy(source, name=name))
+        self.graph.add_initializer(copy)
+        node.replace_input(index, copy)
+        return copy
+
     def _quantize_constant(self, value: Value) -> None:
         scale, zero = self.plan.params(value)
-        qmin, qmax = (-128, 127) if self.dtype is DType.INT8 else (-32768, 32767)
-        data = value.const.numpy().astype(np.float64)
-        codes = np.clip(np.sign(data / scale) * np.floor(np.abs(data / scale) + 0.5) + zero, qmin, qmax)
-        self._set_const(value, codes.astype(self.dtype.numpy), QuantParams([scale], [zero]))
+        data = value.const.numpy()
+        codes = constant_codes(data, scale, zero, bits=8 if self.dtype is DType.INT8 else 16)
+        extent = {"min": [float(data.min())], "max": [float(data.max())]} if self.mode == "int16" and data.size else {}
+        self._set_const(value, codes, QuantParams([scale], [zero], **extent))
 
-    @staticmethod
-    def _set_const(value: Value, codes: np.ndarray, quant: QuantParams) -> None:
+    def _set_const(self, value: Value, codes: np.ndarray, quant: QuantParams) -> None:
+        self.float_data.setdefault(value, value.const.numpy())
         tensor = Tensor.from_numpy(np.array(codes, order="C"), name=value.name)
         value.const = tensor
         value.dtype = tensor.dtype
