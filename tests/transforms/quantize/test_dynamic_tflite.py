@@ -10,7 +10,7 @@ on both.  Real models: the cached ``landmarks`` and ``transformer`` conversions
 a child process (cached in pytest's cache) with a big depthwise filter (axis 3), TRANSPOSE_CONV,
 BATCH_MATMUL with a constant, a GATHER table read twice, an all-zero output channel and
 half-way weights (rounding ties), in per-channel and per-tensor mode, and a Keras LSTM (its
-weights live in a WHILE body subgraph).  (LiteRT's per-tensor hybrid DEPTHWISE_CONV_2D kernel
+weights live in a WHILE body subgraph) and Keras 2 LSTMs (one UNIDIRECTIONAL_SEQUENCE_LSTM).  (LiteRT's per-tensor hybrid DEPTHWISE_CONV_2D kernel
 returns garbage on the converter's own per-tensor file, so per-tensor outputs are not compared.)
 
 TFLite Micro has no hybrid kernels: it refuses the converter's dynamic-range model and ours
@@ -41,8 +41,9 @@ from tests.models import get_model
 Interpreter = pytest.importorskip("ai_edge_litert.interpreter").Interpreter
 
 #: Converted in a child process (TensorFlow stays out of the test process): for each model
-#: ``<name>_float``, ``<name>_dynamic`` (per-channel, the default), ``<name>_pertensor``
-#: (``_experimental_disable_per_channel``) and ``<name>_float16``.
+#: ``<name>_float``, ``<name>_dynamic`` (per-channel, the default) and (some) ``<name>_pertensor``
+#: (``_experimental_disable_per_channel``) and ``<name>_float16``.  About a minute the first
+#: time on two cores; cached in pytest's cache folder after.
 CONVERT = r'''
 import sys
 from pathlib import Path
@@ -77,8 +78,8 @@ def ops(x, ids):
     g = tf.gather(table, ids) * tf.gather(table, ids[:, ::-1])
     return s, b, g, v
 
-def save(name, make):
-    for mode in ("float", "dynamic", "pertensor", "float16"):
+def save(name, make, modes=("float", "dynamic", "pertensor", "float16")):
+    for mode in modes:
         converter = make()
         if mode != "float":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
@@ -93,7 +94,13 @@ save("ops", lambda: tf.lite.TFLiteConverter.from_concrete_functions([concrete]))
 keras.utils.set_random_seed(0)
 inp = keras.Input((6, 24), batch_size=1)
 lstm = keras.Model(inp, keras.layers.LSTM(32, return_sequences=True)(inp))
-save("lstm", lambda: tf.lite.TFLiteConverter.from_keras_model(lstm))
+save("lstm", lambda: tf.lite.TFLiteConverter.from_keras_model(lstm), ("float", "dynamic", "float16"))
+import tf_keras  # Keras 2 LSTMs become one UNIDIRECTIONAL_SEQUENCE_LSTM
+for name, units, features in (("seqlstm", 64, 32), ("seqlstm_small", 8, 8)):
+    tf_keras.utils.set_random_seed(0)
+    inp = tf_keras.Input((6, features), batch_size=1)
+    fused = tf_keras.Model(inp, tf_keras.layers.LSTM(units, return_sequences=True)(inp))
+    save(name, lambda: tf.lite.TFLiteConverter.from_keras_model(fused), ("float", "dynamic"))
 '''
 
 
@@ -241,6 +248,18 @@ def test_weights_inside_a_while_body(converted: Path) -> None:
     assert_same_model(ours, gw.load(converted / "lstm_dynamic.tflite"))
     feeds = feeds_of(data, 1)
     for a, b in zip(litert(data, feeds), litert((converted / "lstm_dynamic.tflite").read_bytes(), feeds)):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(("name", "quantized"), [("seqlstm", 1), ("seqlstm_small", 0)])
+def test_sequence_lstm_all_gate_weights_or_none(converted: Path, name: str, quantized: int) -> None:
+    """UNIDIRECTIONAL_SEQUENCE_LSTM: eight int8 gate weights per tensor, v3, asymmetric inputs —
+    or, when one gate weight is under 1024 elements (8 units), all float, as the converter."""
+    ours, data, result = _quantized(converted / f"{name}_float.tflite")
+    assert result.stats["nodes_quantized"] == quantized
+    assert_same_model(ours, gw.load(converted / f"{name}_dynamic.tflite"))
+    feeds = feeds_of(data, 1)
+    for a, b in zip(litert(data, feeds), litert((converted / f"{name}_dynamic.tflite").read_bytes(), feeds)):
         np.testing.assert_array_equal(a, b)
 
 

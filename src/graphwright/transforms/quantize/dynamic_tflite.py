@@ -13,8 +13,10 @@ representative dataset, from the float model alone::
 * BATCH_MATMUL's constant right operand is int8 per tensor (v4, ``asymmetric_quantize_inputs``);
 * GATHER gathers from an int8 table (per tensor, v2) and a DEQUANTIZE (v2) follows it; a table
   several operators read is DEQUANTIZE'd once instead and its GATHERs stay float (v1);
+* UNIDIRECTIONAL_SEQUENCE_LSTM: all its gate weights int8 per tensor (v3,
+  ``asymmetric_quantize_inputs``), or none when one has fewer than 1024 elements;
 * weights below 1024 elements stay float, and so do the operators the converter leaves alone
-  (CONV_3D, ...); each operator code gets the highest version any of its nodes needs, as the
+  (CONV_3D) or that are not done here (LSTM, SVDF, RNNs, EMBEDDING_LOOKUP: named in the notes); each operator code gets the highest version any of its nodes needs, as the
   converter writes it (a float CONV_2D next to a hybrid one is version 5 too).
 
 Scales are symmetric (zero point 0, codes in [-127, 127]); see :mod:`._tflite_weights` for the
@@ -36,6 +38,7 @@ from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Value
 from ..registry import TransformResult
 from ._tflite_weights import (
     WEIGHT_SLOTS,
+    WeightSlot,
     dequantize_node,
     float_weight,
     has_float_constant,
@@ -48,8 +51,11 @@ from .options import QuantOptions
 __all__ = ["hybrid_version", "quantize_dynamic_tflite"]
 
 #: Operators with a weight operand the converter's dynamic-range pass leaves in float.
-_LEFT_FLOAT = ("CONV_3D", "EMBEDDING_LOOKUP", "LSTM", "UNIDIRECTIONAL_SEQUENCE_LSTM",
-               "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF", "UNIDIRECTIONAL_SEQUENCE_RNN", "RNN")
+_LEFT_FLOAT = ("CONV_3D", "EMBEDDING_LOOKUP", "LSTM", "BIDIRECTIONAL_SEQUENCE_LSTM", "SVDF",
+               "UNIDIRECTIONAL_SEQUENCE_RNN", "RNN")
+#: Operators whose weights are quantized together or not at all: the weight operands (gate,
+#: peephole and projection weights), and the hybrid version (with asymmetric_quantize_inputs).
+_ALL_OR_NOTHING = {"UNIDIRECTIONAL_SEQUENCE_LSTM": ((1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 16), 3)}
 _ASYMMETRIC_INPUTS = ("FULLY_CONNECTED", "BATCH_MATMUL")
 
 
@@ -98,6 +104,9 @@ class _Run:
         self.left: Counter[str] = Counter()
 
     def visit(self, graph: Graph, node: Node) -> None:
+        if node.op in _ALL_OR_NOTHING:
+            self._all_or_nothing(graph, node)
+            return
         slot = WEIGHT_SLOTS.get(node.op)
         if slot is None:
             if node.op in _LEFT_FLOAT:
@@ -128,9 +137,30 @@ class _Run:
         per_channel = quantized.quant is not None and quantized.quant.per_channel
         self.versions[node.op] = max(self.versions.get(node.op, 1), hybrid_version(node, per_channel))
         self.counts["nodes_quantized"] += 1
-        if not weight.uses():  # the int8 tensor takes the float one's place (and name)
-            graph.remove_initializer(weight)
-            quantized.name = weight.name
+        _retire(graph, weight, quantized)
+
+    def _all_or_nothing(self, graph: Graph, node: Node) -> None:
+        """A sequence LSTM: every gate weight int8 per tensor, or none (the converter's rule)."""
+        if self.options.excluded(node.op, node.name) or not _float_activations(node):
+            self.counts["nodes_excluded"] += int(self.options.excluded(node.op, node.name))
+            return
+        operands, version = _ALL_OR_NOTHING[node.op]
+        present = [i for i in operands if i < len(node.inputs) and has_float_constant(node, i)]
+        if not present:
+            return
+        weights = [float_weight(node, WeightSlot(i, None)) for i in present]
+        if any(w is None for w in weights):
+            self.left[f"{node.op}: left float (a gate weight has fewer than 1024 elements; the converter "
+                      "quantizes all or none)"] += 1
+            return
+        for i, weight in zip(present, weights):
+            assert weight is not None
+            quantized = self._int8(graph, weight, None)
+            node.replace_input(i, quantized)
+            _retire(graph, weight, quantized)
+        node.attrs["asymmetric_quantize_inputs"] = Attr.bool(True)
+        self.versions[node.op] = max(self.versions.get(node.op, 1), version)
+        self.counts["nodes_quantized"] += 1
 
     def _dequantized_table(self, graph: Graph, node: Node, table: Value) -> None:
         """A table several operators read: int8 + one DEQUANTIZE, the GATHERs stay float."""
@@ -173,6 +203,13 @@ class _Run:
                          "(as the converter)")
         notes += [f"{count} x {reason}" for reason, count in sorted(self.left.items())]
         return TransformResult(self.counts["nodes_quantized"] > 0, stats, notes)
+
+
+def _retire(graph: Graph, weight: Value, quantized: Value) -> None:
+    """A float weight nothing reads any more: the int8 tensor takes its place and name."""
+    if not weight.uses() and not weight.is_graph_output:
+        graph.remove_initializer(weight)
+        quantized.name = weight.name
 
 
 def _float_activations(node: Node) -> bool:
