@@ -21,7 +21,9 @@ Two forms, both leaving every operator float (its version unchanged)::
   (version 3) per constant.
 
 The DEQUANTIZE nodes go first in their graph, as the converter places them; the stored tensor
-keeps the constant's name (the float value is ``<name>_dequantized``).  A constant
+keeps the constant's name (the float value is ``<name>_dequantized``).  One difference from the
+converter's float16 file: it also turns a sequence LSTM's zero initial state (a variable tensor)
+into float16 + a DEQUANTIZE whose output it marks variable; graph states stay as they are here.  A constant
 that is also a graph output is left alone.  O(nodes + weights).
 """
 
