@@ -338,9 +338,12 @@ def test_4bit_rounding_is_c_roundf() -> None:
 
     libm = ctypes.CDLL(ctypes.util.find_library("m"))
     libm.roundf.restype, libm.roundf.argtypes = ctypes.c_float, [ctypes.c_float]
-    x = np.concatenate([np.array([0.49999997, -0.49999997, 0.5, -2.5, 7.4999995, 8388607.5], np.float32),
-                        np.random.default_rng(0).uniform(-20, 20, 2000).astype(np.float32),
-                        np.arange(-16, 16, 0.5, dtype=np.float32)])
+    halves = np.arange(-40, 40, dtype=np.float32) + np.float32(0.5)
+    near = [np.nextafter(halves, np.float32(np.inf) * s) for s in (1, -1)]  # one ulp either side of each half
+    x = np.concatenate([np.array([0.49999997, -0.49999997, 0.5, -2.5, 7.4999995, 8388607.5, 4194303.5, 1e-30],
+                                 np.float32), halves, *near, np.nextafter(near[0], np.float32(np.inf)),
+                        np.random.default_rng(0).uniform(-20, 20, 5000).astype(np.float32),
+                        np.random.default_rng(1).uniform(-1, 1, 5000).astype(np.float32)])
     np.testing.assert_array_equal(_roundf(x), np.array([libm.roundf(float(v)) for v in x], np.float32))
 
 

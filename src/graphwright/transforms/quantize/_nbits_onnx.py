@@ -47,10 +47,19 @@ _CHANGED_AT = {
 }
 
 
+#: Columns quantized per step: the working set of one step stays in cache.
+_CHUNK_COLUMNS = 256
+
+
 def _roundf(x: np.ndarray) -> np.ndarray:
-    """C's ``roundf``: halves away from zero, exactly (``floor(|x| + 0.5)`` would round 0.49999997 up)."""
-    whole = np.trunc(x)
-    return np.where(np.abs(x - whole) >= np.float32(0.5), whole + np.sign(x), whole).astype(np.float32)
+    """C's ``roundf`` (halves away from zero), exactly: ``floor(|x| + 0.49999997)`` with x's sign.
+
+    Adding the largest float below 0.5 keeps 0.49999997 at 0 (``+ 0.5`` rounds it up) and still
+    takes every exact half up (the sum rounds to the integer above)."""
+    r = np.abs(np.asarray(x, np.float32))
+    r += np.float32(0.49999997)
+    np.floor(r, out=r)
+    return np.copysign(r, x, out=r)
 
 
 def _block_params(lo: np.ndarray, hi: np.ndarray, symmetric: bool, unsigned: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -65,42 +74,57 @@ def _block_params(lo: np.ndarray, hi: np.ndarray, symmetric: bool, unsigned: boo
     return scale, np.clip(_roundf(zp_fp), 0, 15)
 
 
-def _blocks(w: np.ndarray, block_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``w[K, N]`` as ``[kb, block_size, N]`` (zero padded), with the per-block lo/hi ``[kb, N]`` and a validity mask."""
-    k, n = w.shape
-    kb = -(-k // block_size)
-    padded = np.zeros((kb * block_size, n), np.float32)
-    padded[:k] = w
-    blocks = padded.reshape(kb, block_size, n)
-    valid = (np.arange(kb * block_size) < k).reshape(kb, block_size, 1)
-    lo = np.minimum(np.where(valid, blocks, np.inf).min(axis=1), np.float32(0)).astype(np.float32)
-    hi = np.maximum(np.where(valid, blocks, -np.inf).max(axis=1), np.float32(0)).astype(np.float32)
-    return blocks, valid, lo, hi
-
-
 def _reciprocal(scale: np.ndarray) -> np.ndarray:
     return np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, np.float32(1)), 0).astype(np.float32)
+
+
+def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool) -> tuple[np.ndarray, ...]:
+    """(codes ``[kb·block, N]`` float32 — rows past K hold the last row's codes —, scales ``[kb, N]``,
+    zero points ``[kb, N]``), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before rounding)."""
+    w = np.asarray(w, np.float32)
+    k, n = w.shape
+    kb = -(-k // block_size)
+    unsigned = nbits or not symmetric
+    qmin, qmax = (0, 15) if unsigned else (-8, 7)
+    codes = np.empty((kb * block_size, n), np.float32)
+    scales = np.empty((kb, n), np.float32)
+    zps = np.empty((kb, n), np.float32)
+    for c0 in range(0, n, _CHUNK_COLUMNS):
+        part = w[:, c0:c0 + _CHUNK_COLUMNS]
+        if kb * block_size != k:  # repeat the last row: the blocks' min/max are unchanged
+            part = np.concatenate([part, np.repeat(part[-1:], kb * block_size - k, axis=0)])
+        blocks = part.reshape(kb, block_size, -1)
+        lo = np.minimum(blocks.min(axis=1), np.float32(0))
+        hi = np.maximum(blocks.max(axis=1), np.float32(0))
+        scale, zp = _block_params(lo, hi, symmetric, unsigned)
+        x = blocks * _reciprocal(scale)[:, None, :]
+        if nbits:
+            x += zp[:, None, :]
+            x = _roundf(x)
+        else:
+            x = _roundf(x)
+            x += zp[:, None, :]
+        np.clip(x, qmin, qmax, out=x)
+        codes[:, c0:c0 + _CHUNK_COLUMNS] = x.reshape(kb * block_size, -1)
+        scales[:, c0:c0 + _CHUNK_COLUMNS] = scale
+        zps[:, c0:c0 + _CHUNK_COLUMNS] = zp
+    return codes, scales, zps
 
 
 def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``DequantizeLinear(axis=0, block_size)`` form: (codes ``[K, N]`` int8 holding int4/uint4 values,
     float32 scales ``[kb, N]``, zero points ``[kb, N]`` or None when symmetric)."""
-    blocks, _, lo, hi = _blocks(np.asarray(w, np.float32), block_size)
-    scale, zp = _block_params(lo, hi, symmetric, unsigned=not symmetric)
-    qmin, qmax = (-8, 7) if symmetric else (0, 15)
-    scaled = _roundf((blocks * _reciprocal(scale)[:, None, :]).astype(np.float32))
-    codes = np.clip(scaled + zp[:, None, :], qmin, qmax).astype(np.int8).reshape(-1, w.shape[1])[: w.shape[0]]
-    return codes, scale, None if symmetric else zp.astype(np.int8)
+    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False)
+    return codes[: w.shape[0]].astype(np.int8), scale, None if symmetric else zp.astype(np.int8)
 
 
 def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``com.microsoft.MatMulNBits`` (bits=4) inputs: (packed ``[N, kb, block_size/2]`` uint8, float32 scales
     ``[N, kb]``, packed zero points ``[N, ceil(kb/2)]`` uint8 or None when symmetric).  Low nibble first."""
-    blocks, valid, lo, hi = _blocks(np.asarray(w, np.float32), block_size)
-    scale, zp = _block_params(lo, hi, symmetric, unsigned=True)
-    codes = np.clip(_roundf((blocks * _reciprocal(scale)[:, None, :]).astype(np.float32) + zp[:, None, :]), 0, 15)
-    codes = np.where(valid, codes, 0).astype(np.uint8).transpose(2, 0, 1)  # [N, kb, block]
-    packed = (codes[..., 0::2] | (codes[..., 1::2] << 4)).astype(np.uint8)
+    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=True)
+    codes[w.shape[0]:] = 0
+    nibbles = codes.astype(np.uint8).reshape(scale.shape[0], block_size, -1).transpose(2, 0, 1)  # [N, kb, block]
+    packed = np.ascontiguousarray(nibbles[..., 0::2] | (nibbles[..., 1::2] << 4))
     if symmetric:
         return packed, np.ascontiguousarray(scale.T), None
     zps = zp.T.astype(np.uint8)  # [N, kb]
