@@ -14,7 +14,10 @@ Tools per mode:
 * ``static`` (QDQ, int8 activations and per-channel int8 weights): onnxruntime's ``quantize_static``
   with MinMax, Entropy and Percentile calibration, on the model ``quant_pre_process`` made (the
   documented flow; its time is the ``ort-preprocess`` row); graphwright with minmax, entropy,
-  percentile and mse.
+  percentile and mse.  MinMax calibrates on ``--calib`` samples; the histogram methods of both
+  tools on the first ``--calib-hist`` of them: onnxruntime's Entropy/Percentile calibrators keep
+  every intermediate tensor of every sample in memory before building histograms (200 samples of
+  MobileNetV3-Large at 224 took 9.4 GB; ResNet50/ViT would not fit in 24 GB).
 * ``dynamic``: ``quantize_dynamic`` (int8 weights) vs graphwright dynamic.
 * ``int4``: ``MatMulNBitsQuantizer`` (4-bit, block 128, symmetric) vs graphwright weights int4
   ``--target onnxruntime``.
@@ -112,34 +115,61 @@ def attempt(row: Row, fn: Callable[[], Any]) -> Any:
         return None
 
 
-def print_table(rows: list[Row], anchors: Callable[[Row], bool]) -> None:
-    """The rows, then the ratio view: each graphwright row against the best anchor of its model and mode."""
-    head = f"{'model':<20} {'mode':<8} {'tool':<22} {'top1':>6} {'top1c':>6} {'SQNR':>6} {'maxabs':>9} " \
-           f"{'quant s':>8} {'MB':>7} {'ms':>8}  status"
-    print(head)
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
 
-    def fmt(v: float | None, spec: str) -> str:
-        return "-" if v is None else format(v, spec)
 
+def table_lines(rows: list[Row]) -> list[str]:
+    """The rows as a Markdown table."""
+    lines = ["| model | mode | tool | top-1 | top-1 centred | SQNR dB | max abs | quant s | MB | ms | status |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        print(f"{r.model:<20} {r.mode:<8} {r.tool:<22} {fmt(r.top1, '6.3f')} {fmt(r.top1_centred, '6.3f')} "
-              f"{fmt(r.sqnr_db, '6.1f')} {fmt(r.max_abs, '9.4f')} {fmt(r.quant_s, '8.2f')} "
-              f"{fmt(None if r.size is None else r.size / 1e6, '7.2f')} {fmt(r.latency_ms, '8.2f')}  {r.status}")
-    print("\nratio view: graphwright / best anchor (SQNR as a difference in dB; time, size, latency as ratios)")
+        size = None if r.size is None else r.size / 1e6
+        lines.append(f"| {r.model} | {r.mode} | {r.tool} | {_fmt(r.top1, '.3f')} | {_fmt(r.top1_centred, '.3f')} | "
+                     f"{_fmt(r.sqnr_db, '.2f')} | {_fmt(r.max_abs, '.4f')} | {_fmt(r.quant_s, '.1f')} | "
+                     f"{_fmt(size, '.2f')} | {_fmt(r.latency_ms, '.2f')} | {r.status.replace('|', '/')} |")
+    return lines
+
+
+def ratio_lines(rows: list[Row], anchors: Callable[[Row], bool]) -> list[str]:
+    """Each graphwright row against the best anchor (highest SQNR) of its model and mode, as a Markdown table."""
+    lines = ["| model | mode | graphwright | best anchor | dSQNR dB | d top-1 | d top-1 centred | time x | size x | "
+             "latency x |", "|---|---|---|---|---|---|---|---|---|---|"]
     for key in sorted({(r.model, r.mode) for r in rows}):
         group = [r for r in rows if (r.model, r.mode) == key and r.status == "ok" and r.sqnr_db is not None]
         theirs = [r for r in group if anchors(r)]
-        ours = [r for r in group if r.tool.startswith("graphwright")]
-        if not theirs or not ours:
+        if not theirs:
             continue
         best = max(theirs, key=lambda r: r.sqnr_db)
-        for r in ours:
+        for r in (r for r in rows if (r.model, r.mode) == key and r.tool.startswith("graphwright")):
+            if r.status != "ok" or r.sqnr_db is None:
+                lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | failed | | | | | |")
+                continue
             ratio = {k: (getattr(r, k) / getattr(best, k)) if getattr(r, k) and getattr(best, k) else None
                      for k in ("quant_s", "size", "latency_ms")}
-            print(f"{key[0]:<20} {key[1]:<8} {r.tool:<22} vs {best.tool:<22} dSQNR {r.sqnr_db - best.sqnr_db:+6.1f} "
-                  f"dtop1 {r.top1 - best.top1:+.3f} dtop1c {r.top1_centred - best.top1_centred:+.3f} "
-                  f"time x{fmt(ratio['quant_s'], '.2f')} size x{fmt(ratio['size'], '.2f')} "
-                  f"latency x{fmt(ratio['latency_ms'], '.2f')}")
+            lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | {r.sqnr_db - best.sqnr_db:+.2f} | "
+                         f"{r.top1 - best.top1:+.3f} | {r.top1_centred - best.top1_centred:+.3f} | "
+                         f"{_fmt(ratio['quant_s'], '.2f')} | {_fmt(ratio['size'], '.2f')} | "
+                         f"{_fmt(ratio['latency_ms'], '.2f')} |")
+    return lines
+
+
+def print_table(rows: list[Row], anchors: Callable[[Row], bool]) -> None:
+    """The rows, then the ratio view: graphwright / the best anchor of the same model and mode
+    (SQNR and top-1 as differences; time, size, latency as ratios)."""
+    print("\n".join(table_lines(rows)))
+    print("\nratio view: graphwright / best anchor (highest SQNR) of the same model and mode\n")
+    print("\n".join(ratio_lines(rows, anchors)))
+
+
+def load_rows(paths: list[Path]) -> list[Row]:
+    """Rows written by ``--json`` (to print them again: ``--render A.json B.json``); a row of a later
+    file replaces the same (model, mode, tool) row of an earlier one (a re-run of some ``--tools``)."""
+    rows: dict[tuple[str, str, str], Row] = {}
+    for path in paths:
+        for r in json.loads(path.read_text()):
+            rows[(r["model"], r["mode"], r["tool"])] = Row(**r)
+    return list(rows.values())
 
 
 # -- onnxruntime -----------------------------------------------------------------------------------------
@@ -179,9 +209,12 @@ def ort_static(method: str) -> Callable[[Path, Path, list[dict[str, np.ndarray]]
     def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static  # lazy
 
+        # MinMax merges every few batches (same ranges, bounded memory); the histogram methods have no such
+        # option: they hold every intermediate tensor of every sample (hence --calib-hist)
+        extra = {"CalibMaxIntermediateOutputs": 4} if method == "MinMax" else {}
         quantize_static(str(src), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=getattr(CalibrationMethod, method))
+                        calibrate_method=getattr(CalibrationMethod, method), extra_options=extra)
     return run
 
 
@@ -251,11 +284,15 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     anchor_src = pre if row.status == "ok" else src
     for mode in modes:
         for tool, fn in tools_for(mode):
+            if not any(t in tool for t in args.tools.split(",")):
+                continue
             row = Row(name, mode, tool)
             dst = tmp / f"{name}.{mode}.{tool}.onnx"
+            data = calib if mode != "static" or tool.endswith("minmax") else calib[:args.calib_hist // CALIB_BATCH]
+            row.notes["calibration_samples"] = sum(len(next(iter(f.values()))) for f in data)
             start = time.perf_counter()
-            done = attempt(row, lambda fn=fn, tool=tool, dst=dst: fn(anchor_src if tool.startswith("ort") else src,
-                                                                      dst, calib) or True)
+            done = attempt(row, lambda fn=fn, tool=tool, dst=dst, data=data: fn(
+                anchor_src if tool.startswith("ort") else src, dst, data) or True)
             row.quant_s = time.perf_counter() - start
             if done:
                 row.size = file_size(dst)
@@ -275,11 +312,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--tools", default="", help="only the tools whose name contains one of these (comma list)")
     parser.add_argument("--calib", type=int, default=200)
+    parser.add_argument("--calib-hist", type=int, default=32,
+                        help="calibration samples of the histogram methods (entropy, percentile, mse), both tools")
     parser.add_argument("--eval", type=int, default=100)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--render", type=Path, nargs="+", help="print the tables of --json files and exit")
     args = parser.parse_args()
+    if args.render:
+        print_table(load_rows(args.render), lambda r: r.tool.startswith("ort-"))
+        return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="gw-quant-onnx-") as tmp:
         for name in args.models.split(","):

@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantize_onnx import Row, accuracy, attempt, median_ms, print_table
+from quantize_onnx import Row, accuracy, attempt, load_rows, median_ms, print_table
 
 from tests.models.build_quant_corpus import quant_model, samples
 
@@ -150,6 +150,8 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     for mode in modes:
         count = args.eval_16x8 if mode == "16x8" else args.eval
         for tool, fn in tools_for(mode):
+            if not any(t in tool for t in args.tools.split(",")):
+                continue
             row = Row(name, mode, tool)
             dst = tmp / f"{name}.{mode}.{tool}.tflite"
             if fn is None:
@@ -177,12 +179,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--tools", default="", help="only the tools whose name contains one of these (comma list)")
     parser.add_argument("--calib", type=int, default=200)
     parser.add_argument("--eval", type=int, default=100)
     parser.add_argument("--eval-16x8", type=int, default=30)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--render", type=Path, nargs="+", help="print the tables of --json files and exit")
     args = parser.parse_args()
+    if args.render:
+        print_table(load_rows(args.render), lambda r: not r.tool.startswith("graphwright"))
+        return 0
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="gw-quant-tflite-") as tmp:
         for name in args.models.split(","):
