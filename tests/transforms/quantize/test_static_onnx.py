@@ -48,9 +48,15 @@ def _source(name: str, tmp: Path, opset: int = 17) -> tuple[Path, list[dict[str,
     from tests.models.build_onnx_corpus import corpus_model, feeds_for
 
     info = corpus_model(name)
-    if name.startswith("hf_"):
-        return info.path, [feeds_for(info.metadata, 0, seed) for seed in range(4)]
-    return info.path, [{"input": x} for x in smooth_images((1, 3, 64, 64), 6, seed=0)]
+    specs = info.metadata["feeds"]
+    if list(specs) == ["input"] and specs["input"]["shape"] == [1, 3, 64, 64]:
+        return info.path, [{"input": x} for x in smooth_images((1, 3, 64, 64), 6, seed=0)]
+    feeds = [feeds_for(info.metadata, 0, seed) for seed in range(4)]
+    for feed in feeds:  # images: smooth, not white noise
+        for key, value in feed.items():
+            if value.dtype == np.float32 and value.ndim == 4:
+                feed[key] = smooth_images(value.shape, 1, seed=len(key))[0]
+    return info.path, feeds
 
 
 def _ours(src: Path, out: Path, ranges: dict, **options: object):
@@ -133,6 +139,29 @@ def test_same_model_as_onnxruntime_quantize_static(name: str, options: dict, tmp
     for e, g, f in zip(expected, got, floats, strict=True):
         np.testing.assert_allclose(g, e, rtol=0, atol=1e-6)
         assert np.abs(g - f).max() > 0  # quantized for real
+
+
+WIDE = [
+    "tv_efficientnet_b0-ts-fixed", "tv_efficientnet_b0-dynamo-fixed", "tv_convnext_tiny-ts-fixed",
+    "tv_regnet_x_400mf-ts-fixed", "tv_lraspp_mobilenet_v3_large-ts-fixed", "tv_deeplabv3_mobilenet_v3_large-ts-fixed",
+    "tv_swin_t-ts-fixed", "tv_swin_t-dynamo-fixed", "tv_vit_b_16-ts-fixed", "tv_r3d_18-ts-fixed",
+    "tv_resnet18-dynamo-fixed", "tv_mobilenet_v3_small-dynamo-fixed", "hf_gpt2-ts-dyn", "hf_gpt2-dynamo-dyn",
+    "hf_distilbert-ts-dyn", "hf_roberta-ts-dyn", "hf_bert-dynamo-dyn", "hf_vit-ts-dyn", "hf_llama_kv-ts-dyn",
+    "hf_whisper_encoder-ts-dyn", "hf_clip-ts-dyn", "hf_wav2vec2-ts-dyn", "hf_segformer-ts-dyn",
+    "timm_mobilevit_xxs-ts-dyn", "timm_levit_128s-ts-dyn", "timm_efficientformer_l1-ts-dyn", "gru_loop-ts-dyn",
+]
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize("name", WIDE)
+def test_same_model_as_onnxruntime_on_the_corpus(name: str, tmp_path: Path) -> None:
+    src, feeds = _source(name, tmp_path)
+    ranges, data = ort_ranges(src, feeds, tmp_path)
+    theirs = ort_quantize(src, tmp_path / "ort.onnx", data, tmp_path)
+    ours, _ = _ours(src, tmp_path / "gw.onnx", ranges)
+    assert_same_model(theirs, ours)
+    for e, g in zip(_run(tmp_path / "ort.onnx", feeds[0]), _run(tmp_path / "gw.onnx", feeds[0]), strict=True):
+        np.testing.assert_allclose(g, e, rtol=0, atol=1e-6)
 
 
 def test_zoo_marks_every_rule(tmp_path: Path) -> None:
