@@ -128,15 +128,15 @@ def test_weights_report_matches_onnxruntime(tmp_path: Path) -> None:
 
 
 def _anchor_sensitivity(src: Path, tmp_path: Path, feeds: list[dict[str, np.ndarray]]) -> dict[str, float]:
-    """Output SQNR with each layer alone quantized by onnxruntime.quantization.quantize_dynamic."""
+    """Output SQNR with every layer but one quantized by onnxruntime.quantization.quantize_dynamic."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     reference = [o[0] for o in ort_outputs(src, feeds)]
     scores = {}
-    for layer in ("fc1", "fc2"):
+    for layer in ("", "fc1", "fc2"):
         path = tmp_path / f"anchor_{layer}.onnx"
         quantize_dynamic(str(src), str(path), weight_type=QuantType.QInt8, per_channel=False,
-                         nodes_to_quantize=[layer])
+                         nodes_to_exclude=[layer] if layer else [])
         scores[layer] = sqnr(reference, [o[0] for o in ort_outputs(path, feeds)])
     return scores
 
@@ -149,9 +149,10 @@ def test_keep_float_keeps_the_layer_onnxruntime_finds_most_sensitive(tmp_path: P
     sensitivity_feeds = [f for i, f in enumerate(feeds[:9]) if (i + 1) % HOLDOUT_STRIDE]
     anchor = _anchor_sensitivity(src, tmp_path, sensitivity_feeds)
     ranked = [s.node for s in report.sensitivity]
-    assert ranked == sorted(anchor, key=anchor.get) == ["fc2", "fc1"]
+    assert ranked == ["fc2", "fc1"] and anchor["fc2"] > anchor["fc1"]
     for item in report.sensitivity:
         assert item.sqnr_db == pytest.approx(anchor[item.node], abs=0.05), (item, anchor)
+        assert item.gain_db == pytest.approx(anchor[item.node] - anchor[""], abs=0.05), (item, anchor)
     assert report.kept_float == ["fc2"] and [s.kept_float for s in report.sensitivity] == [True, False]
     ops = {node.name: node.op for node in model.graph}
     assert ops["fc2"] == "MatMul" and "fc1" not in ops and "MatMulInteger" in ops.values()
@@ -292,7 +293,8 @@ def test_progress_names_each_phase_with_its_total(tmp_path: Path) -> None:
     calibrating = [(d, t) for d, t, w in seen if w.startswith("calibrating")]
     assert calibrating == [(i, 10) for i in range(1, 11)]
     assert [(d, t, w) for d, t, w in seen if w.startswith("sensitivity")] == [
-        (0, 2, "sensitivity: fc1"), (1, 2, "sensitivity: fc2"), (2, 2, "sensitivity: done")]
+        (0, 3, "sensitivity: everything quantized"), (1, 3, "sensitivity: fc1"), (2, 3, "sensitivity: fc2"),
+        (3, 3, "sensitivity: done")]
     assert [(d, t) for d, t, w in seen if w.startswith("evaluating")][-1] == (2, 2)
 
 

@@ -112,7 +112,7 @@ def _report() -> QuantReport:
                       OutputError("exact_out", [1, 3], 0.0, 0.0, 0.0, math.inf, None)]
     report.layers = [LayerSQNR("conv1", "Conv", "c1", 42.0), LayerSQNR("fc<&>", "Gemm", "f", 12.5),
                      LayerSQNR("kept", "Conv", "k", math.inf)]
-    report.sensitivity = [LayerSensitivity("fc<&>", "Gemm", 20.0, True), LayerSensitivity("conv1", "Conv", 35.0)]
+    report.sensitivity = [LayerSensitivity("fc<&>", "Gemm", 20.0, 5.0, True), LayerSensitivity("conv1", "Conv", 15.0, 0.0)]
     report.kept_float = ["fc<&>"]
     report.size_before, report.size_after = 4_000_000, 1_000_000
     return report
@@ -122,7 +122,7 @@ def test_json_has_no_infinity_and_keeps_every_row() -> None:
     doc = json.loads(json.dumps(_report().to_json(), allow_nan=False))
     assert doc["outputs"][1]["sqnr_db"] is None and doc["outputs"][0]["top1_agreement"] == 0.9375
     assert [x["node"] for x in doc["layers"]] == ["conv1", "fc<&>", "kept"] and doc["layers"][2]["sqnr_db"] is None
-    assert doc["sensitivity"][0] == {"node": "fc<&>", "op": "Gemm", "sqnr_db": 20.0, "kept_float": True}
+    assert doc["sensitivity"][0] == {"node": "fc<&>", "op": "Gemm", "sqnr_db": 20.0, "gain_db": 5.0, "kept_float": True}
 
 
 class _Collect(HTMLParser):

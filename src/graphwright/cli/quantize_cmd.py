@@ -173,7 +173,10 @@ def render_report(report: QuantReport, console: Console, *, title: str = "") -> 
         for x in worst:
             table.add_row(escape(x.node), escape(x.op), _db(x.sqnr_db))
         console.print(table)
-    if r.kept_float:
-        console.print(escape(f"kept float (most sensitive): {', '.join(r.kept_float)}"), highlight=False)
+    if r.sensitivity:
+        gains = {s.node: s.gain_db for s in r.sensitivity}
+        kept = ", ".join(f"{name} (+{_db(gains[name])} dB)" for name in r.kept_float) or "none"
+        console.print(escape(f"sensitivity: {len(r.sensitivity)} layers ranked; kept float: {kept}"),
+                      highlight=False)
     for note in r.notes:
         console.print(escape(f"note: {note}"), highlight=False)

@@ -8,8 +8,8 @@ Steps, for a model file (never modified) or an IR model (copied, never modified)
    ``eval_samples``); the rest (up to ``calibration_samples``) calibrate, streamed.
 2. ranges (static modes): ``ranges`` (a mapping or a ranges file), else calibration statistics
    collected on the float model and turned into ranges by ``method``.
-3. sensitivity (``keep_float``): the layers ranked by :mod:`.sensitivity` on a few calibration
-   samples; the N most sensitive join ``exclude_nodes``.
+3. sensitivity (``keep_float``): the layers ranked by :mod:`.sensitivity` (leave one out) on a
+   few calibration samples; the N whose float copy buys back the most join ``exclude_nodes``.
 4. the format's quantizing transform (``transforms/quantize``) on a copy.
 5. the report (:mod:`.report`): errors and per-layer SQNR on the held-out samples, sizes,
    latencies, times.
@@ -277,11 +277,12 @@ def _sensitivity(model: Model, kind: str, table: Ranges, options: QuantOptions, 
     start = time.perf_counter()
     layers = [layer for layer in weighted_layers(model) if not options.excluded(layer[1], layer[0])]
 
-    def quantize_only(candidate: Model, excluded: frozenset[str]) -> None:
-        only = QuantOptions(**{**_fields(options), "exclude_nodes": excluded | options.exclude_nodes})
-        _apply(candidate, kind, table, only, minimum_size)
+    def quantize_keeping(candidate: Model, keep: frozenset[str]) -> None:
+        kept = QuantOptions(**{**_fields(options), "exclude_nodes": keep | options.exclude_nodes})
+        _apply(candidate, kind, table, kept, minimum_size)
 
-    ranked = rank_layers(model, quantize_only, layers, source.sensitivity(), on_layer=_phase(on_progress, "sensitivity"))
+    ranked = rank_layers(model, quantize_keeping, layers, source.sensitivity(),
+                         on_layer=_phase(on_progress, "sensitivity"))
     for item in ranked[:keep]:
         item.kept_float = True
     out.sensitivity = ranked

@@ -100,9 +100,10 @@ def render_html(report: QuantReport, *, title: str = "graphwright quantize") -> 
         ["output", "shape", "max |err|", "mean |err|", "relative", "SQNR dB", "top-1 agree"], outputs))
     sections.append("<h2>Per-layer SQNR</h2>" + sqnr_chart([x.node for x in r.layers], [x.sqnr_db for x in r.layers]))
     if r.sensitivity:
-        rows = [[s.node, s.op, _db(s.sqnr_db), "float" if s.kept_float else "quantized"] for s in r.sensitivity]
-        sections.append("<h2>Sensitivity (output SQNR with the layer alone quantized; lowest first)</h2>"
-                        + _table(["layer", "op", "SQNR dB", "result"], rows))
+        rows = [[s.node, s.op, _db(s.sqnr_db), _db(s.gain_db), "float" if s.kept_float else "quantized"]
+                for s in r.sensitivity]
+        sections.append("<h2>Sensitivity (output SQNR with every layer quantized but this one; largest gain "
+                        "first)</h2>" + _table(["layer", "op", "SQNR dB", "gain dB", "result"], rows))
     if r.excluded_ops or r.excluded_nodes:
         sections.append(f"<p>Excluded ops: {_e(', '.join(r.excluded_ops) or '-')}; nodes: "
                         f"{_e(', '.join(r.excluded_nodes) or '-')}</p>")
