@@ -23,7 +23,8 @@ by which of dims 1 and 3 is 1, 3 or 4) as natural-image-like smooth noise — a 
 spectrum luminance field plus weaker colour fields, a random gain and offset, pixels in [0, 1]
 then normalized (``image_norm``: ImageNet mean/std by default); token ids (integer inputs) from
 the vocabulary of the embedding table that ``Gather``/``GATHER``/``EMBEDDING_LOOKUP`` reads them
-with (log-uniform, Zipf-like; ``[0, 2)`` when no table is found); inputs whose name holds "mask"
+with (log-uniform, Zipf-like; ``[0, 2)`` when no table is found), followed through casts,
+reshapes, constant offsets and selects; inputs whose name holds "mask"
 all ones; other float inputs smooth 1/f noise along their last axis (zero mean, unit std).
 """
 
@@ -390,9 +391,23 @@ def find_vocabulary(model: Model, input_name: str) -> int | None:
             size = _table_rows(node, index)
             if size:
                 sizes.append(size)
-            elif node.op in _PASS_THROUGH and index == 0:
-                todo.extend(node.outputs)
+            elif _passes_ids(node, index):
+                todo.extend(v for v in node.outputs if v is not None)
     return min(sizes) if sizes else None
+
+
+def _passes_ids(node: Any, index: int) -> bool:
+    """True when ``node`` hands its input ``index`` on as (possibly shifted) ids: casts and
+    reshapes, an add of a constant, a select's data operands (TensorFlow's negative-index fix-up
+    ``select(ids < 0, ids + vocab, ids)``)."""
+    if node.op in _PASS_THROUGH:
+        return index == 0
+    if node.op in ("SELECT", "SELECT_V2", "Where"):
+        return index in (1, 2)
+    if node.op in ("ADD", "Add"):
+        other = node.inputs[1 - index] if len(node.inputs) == 2 else None
+        return other is not None and other.const is not None
+    return False
 
 
 def _table_rows(node: Any, index: int) -> int | None:

@@ -104,31 +104,51 @@ def entropy_threshold(counts: np.ndarray, quantized_bins: int, *, stride: int = 
     total spread evenly over its bins where ``P`` is non-zero.  Both normalized;
     ``KL = sum_{P>0} P log(P / Q)`` (a candidate with ``Q = 0`` where ``P > 0`` is refused).
     Returns the best ``i`` (``n`` when ``n <= quantized_bins``: nothing to clip).
+
+    Candidates also start no lower than the bin holding the median of ``|x|``: below it ``P``
+    piles most elements into its last bin, and when the kept bins hold a single non-empty one
+    ``P == Q`` (KL 0) however much was clipped — a degenerate minimum on sparse or offset data
+    (a few hundred hard-sigmoid gates all in ``[0.19, 0.88]``) that TensorRT's algorithm has too.
     """
     nonzero = np.flatnonzero(counts)
     n = int(nonzero[-1]) + 1 if nonzero.size else 0
     if n <= quantized_bins:
         return max(n, 1)
     counts = counts[:n].astype(np.float64)
-    suffix = np.cumsum(counts[::-1])[::-1]  # suffix[i] = sum(counts[i:])
-    best, best_kl = n, math.inf
-    for i in range(quantized_bins, n + 1, stride):
-        p = counts[:i].copy()
-        if i < n:
-            p[i - 1] += suffix[i]
-        support = p > 0
-        bounds = (np.arange(quantized_bins + 1) * i) // quantized_bins
-        group = np.repeat(np.arange(quantized_bins), np.diff(bounds))
-        totals = np.bincount(group, weights=counts[:i], minlength=quantized_bins)
-        nonzeros = np.bincount(group, weights=support, minlength=quantized_bins)
-        q = np.where(support, totals[group] / np.maximum(nonzeros[group], 1), 0.0)
-        if np.any(support & (q <= 0)):
-            continue
-        p_n, q_n = p[support] / p.sum(), q[support] / q.sum()
-        kl = float(np.sum(p_n * np.log(p_n / q_n)))
-        if kl < best_kl:
-            best, best_kl = i, kl
-    return best
+    cum = np.concatenate([[0.0], np.cumsum(counts)])  # cum[i] = sum(counts[:i])
+    median = int(np.searchsorted(cum, 0.5 * cum[-1], side="left"))
+    i = np.arange(max(quantized_bins, median, 1), n + 1, stride)
+    kl = _kl_candidates(counts, cum, i, quantized_bins)
+    return int(i[int(np.argmin(kl))]) if np.isfinite(kl).any() else n
+
+
+def _kl_candidates(counts: np.ndarray, cum: np.ndarray, i: np.ndarray, quantized_bins: int) -> np.ndarray:
+    """KL(P || Q) of :func:`entropy_threshold` for every candidate ``i`` at once, from prefix sums.
+
+    With ``N`` all elements, ``S = cum[i]`` the kept ones, ``o = N - S`` the outliers, group
+    totals ``t_g`` and non-empty bin counts ``z_g`` (``q_g = t_g / z_g`` on each of them)::
+
+        KL = (sum_k p_k log p_k - sum_g t_g log q_g - o log q_last) / N + log(S / N)
+
+    O(candidates x quantized_bins).
+    """
+    total = cum[-1]
+    xlogx = np.concatenate([[0.0], np.cumsum(np.where(counts > 0, counts * np.log(np.maximum(counts, 1.0)), 0.0))])
+    nonzero = np.concatenate([[0.0], np.cumsum(counts > 0)])
+    bounds = (np.arange(quantized_bins + 1)[None, :] * i[:, None]) // quantized_bins  # (candidates, groups + 1)
+    totals = np.diff(cum[bounds], axis=1)
+    filled = np.diff(nonzero[bounds], axis=1)
+    outliers = total - cum[i]
+    last = counts[i - 1] + outliers
+    filled[:, -1] += (outliers > 0) & (counts[i - 1] == 0)  # the outliers make the last bin non-empty
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(totals > 0, totals / np.maximum(filled, 1.0), 0.0)
+        log_q = np.where(q > 0, np.log(np.where(q > 0, q, 1.0)), 0.0)
+        p_log_p = xlogx[i - 1] + np.where(last > 0, last * np.log(np.maximum(last, 1.0)), 0.0)
+        cross = (totals * log_q).sum(axis=1) + outliers * log_q[:, -1]
+        kl = (p_log_p - cross) / total + np.log(cum[i] / total)
+    kl[(outliers > 0) & (q[:, -1] <= 0)] = np.inf  # Q = 0 where P > 0
+    return kl
 
 
 def entropy_range(stats: ValueStats, *, dtype: str = "int8", symmetric: bool = False,
@@ -137,14 +157,18 @@ def entropy_range(stats: ValueStats, *, dtype: str = "int8", symmetric: bool = F
     quantized version (:func:`entropy_threshold`, TensorRT's calibrator), ``T = i w``.
 
     ``num_quantized_bins`` defaults to ``2**(bits - 1)`` (128 for 8-bit types: the levels on one
-    side of zero, TensorRT's choice).  Symmetric: ``(-T, T)``; else ``[-T, T]`` clipped to the
+    side of zero, TensorRT's choice).  Elements exactly 0 (``stats.zeros``, the spike a ReLU
+    makes) are left out of the |x| histogram: any grid holding 0 represents them exactly, while
+    merging their spike with its neighbours into ``Q`` would make every wide range look bad.  Symmetric: ``(-T, T)``; else ``[-T, T]`` clipped to the
     data's ``[min, max]`` (so a ReLU output keeps ``lo = min >= 0``).  For int16, 32768 quantized
     bins exceed the histogram's ``B/2``, so nothing is clipped unless ``num_quantized_bins`` is given.
     """
     quantized = num_quantized_bins or 2 ** (_bits(dtype) - 1)
     if quantized < 2:
         raise CalibrationError(f"num_quantized_bins must be at least 2, got {quantized}")
-    keep = entropy_threshold(_folded(stats), quantized, stride=max(1, int(stride)))
+    counts = _folded(stats)
+    counts[0] -= stats.zeros  # exact zeros are quantized exactly: not part of the distribution to match
+    keep = entropy_threshold(counts, quantized, stride=max(1, int(stride)))
     return _finish(stats, keep * stats.width, symmetric)
 
 

@@ -68,7 +68,9 @@ def _coarsen(hist: np.ndarray, steps: int) -> np.ndarray:
 class ValueStats:
     """The statistics of one value: see the module docstring for the grid.
 
-    ``count``: finite elements seen; ``nonfinite``: NaN/inf elements; ``min``/``max``: of the
+    ``count``: finite elements seen; ``nonfinite``: NaN/inf elements; ``zeros``: elements exactly 0
+    (in bin ``bins/2`` too; a ReLU output's spike, which any grid holding 0 represents exactly, so
+    :func:`~.methods.entropy_range` leaves it out); ``min``/``max``: of the
     finite ones (``inf``/``-inf`` while none); ``exponent``: the grid radius ``R = 2**exponent``;
     ``hist``: ``bins`` counters over ``[-R, R)``.
     """
@@ -76,6 +78,7 @@ class ValueStats:
     bins: int = DEFAULT_BINS
     count: int = 0
     nonfinite: int = 0
+    zeros: int = 0
     min: float = math.inf
     max: float = -math.inf
     exponent: int = MIN_EXPONENT
@@ -118,6 +121,7 @@ class ValueStats:
         self._grow(_exponent_above(max(-lo, hi)))
         self.min, self.max = min(self.min, lo), max(self.max, hi)
         self.count += int(x.size)
+        self.zeros += int(np.count_nonzero(x == 0.0))
         scale = math.ldexp(float(self.bins // 2), -self.exponent)  # bins / (2R), a power of two
         index = np.floor(x * scale).astype(np.int64) + self.bins // 2
         self.hist += np.bincount(index, minlength=self.bins)
@@ -135,13 +139,13 @@ class ValueStats:
         hist = (_coarsen(self.hist, exponent - self.exponent)
                 + _coarsen(other.hist, exponent - other.exponent))
         return ValueStats(self.bins, self.count + other.count, self.nonfinite + other.nonfinite,
-                          min(self.min, other.min), max(self.max, other.max), exponent, hist)
+                          self.zeros + other.zeros, min(self.min, other.min), max(self.max, other.max), exponent, hist)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ValueStats):
             return NotImplemented
-        return (self.bins, self.count, self.nonfinite, self.min, self.max, self.exponent) == (
-            other.bins, other.count, other.nonfinite, other.min, other.max, other.exponent
+        return (self.bins, self.count, self.nonfinite, self.zeros, self.min, self.max, self.exponent) == (
+            other.bins, other.count, other.nonfinite, other.zeros, other.min, other.max, other.exponent
         ) and bool(np.array_equal(self.hist, other.hist))
 
     __hash__ = None  # type: ignore[assignment]  # mutable
@@ -214,5 +218,5 @@ class Statistics:
 
 
 def _copy(stats: ValueStats) -> ValueStats:
-    return ValueStats(stats.bins, stats.count, stats.nonfinite, stats.min, stats.max, stats.exponent,
+    return ValueStats(stats.bins, stats.count, stats.nonfinite, stats.zeros, stats.min, stats.max, stats.exponent,
                       stats.hist.copy())
