@@ -24,7 +24,8 @@ Tools per mode:
 
 Columns: top-1 agreement with the float model (raw, and on logits centred by the float model's
 mean over the eval split — random-weight models put most inputs in a few classes, the centred view
-shows whether the input-dependent part survives), SQNR dB of the output over the whole eval split,
+shows whether the input-dependent part survives), SQNR dB of the output over the whole eval split
+(raw, and centred: the error against the input-dependent part of the output only),
 max abs error, quantization time (wall, this process), file size, onnxruntime latency (median of
 ``--runs`` batch-1 runs, default session options, after a warm-up) and its ratio to the float
 model.  A tool that fails is a row with its error, not a crash.
@@ -67,6 +68,7 @@ class Row:
     top1: float | None = None
     top1_centred: float | None = None
     sqnr_db: float | None = None
+    sqnr_centred_db: float | None = None
     max_abs: float | None = None
     latency_ms: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
@@ -74,16 +76,22 @@ class Row:
 
 # -- metrics shared with quantize_tflite.py -----------------------------------------------------------
 def accuracy(reference: np.ndarray, got: np.ndarray) -> dict[str, float]:
-    """Top-1 agreement (raw and centred), SQNR dB and max abs error of ``got`` against ``reference``
-    (both [rows, classes] after flattening the leading axes)."""
+    """Top-1 agreement, SQNR dB (each raw, and on outputs centred by the float model's mean over the
+    split) and max abs error of ``got`` against ``reference`` (both [rows, classes] after flattening
+    the leading axes)."""
     ref = reference.reshape(-1, reference.shape[-1]).astype(np.float64)
     out = got.reshape(-1, got.shape[-1]).astype(np.float64)
     centre = ref.mean(axis=0)
     noise = float(np.sum((ref - out) ** 2))
+
+    def sqnr(signal: np.ndarray) -> float:
+        return float(10 * np.log10(np.sum(signal ** 2) / noise)) if noise > 0 else float("inf")
+
     return {
         "top1": float(np.mean(ref.argmax(-1) == out.argmax(-1))),
         "top1_centred": float(np.mean((ref - centre).argmax(-1) == (out - centre).argmax(-1))),
-        "sqnr_db": float(10 * np.log10(np.sum(ref ** 2) / noise)) if noise > 0 else float("inf"),
+        "sqnr_db": sqnr(ref),
+        "sqnr_centred_db": sqnr(ref - centre),
         "max_abs": float(np.max(np.abs(ref - out))),
     }
 
@@ -119,22 +127,26 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _diff(a: float | None, b: float | None) -> str:
+    return "-" if a is None or b is None else f"{a - b:+.2f}"
+
+
 def table_lines(rows: list[Row]) -> list[str]:
     """The rows as a Markdown table."""
-    lines = ["| model | mode | tool | top-1 | top-1 centred | SQNR dB | max abs | quant s | MB | ms | status |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | mode | tool | top-1 | top-1 c | SQNR dB | SQNR c dB | max abs | quant s | MB | ms | status |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         size = None if r.size is None else r.size / 1e6
         lines.append(f"| {r.model} | {r.mode} | {r.tool} | {_fmt(r.top1, '.3f')} | {_fmt(r.top1_centred, '.3f')} | "
-                     f"{_fmt(r.sqnr_db, '.2f')} | {_fmt(r.max_abs, '.4f')} | {_fmt(r.quant_s, '.1f')} | "
+                     f"{_fmt(r.sqnr_db, '.2f')} | {_fmt(r.sqnr_centred_db, '.2f')} | {_fmt(r.max_abs, '.4f')} | {_fmt(r.quant_s, '.1f')} | "
                      f"{_fmt(size, '.2f')} | {_fmt(r.latency_ms, '.2f')} | {r.status.replace('|', '/')} |")
     return lines
 
 
 def ratio_lines(rows: list[Row], anchors: Callable[[Row], bool]) -> list[str]:
     """Each graphwright row against the best anchor (highest SQNR) of its model and mode, as a Markdown table."""
-    lines = ["| model | mode | graphwright | best anchor | dSQNR dB | d top-1 | d top-1 centred | time x | size x | "
-             "latency x |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | mode | graphwright | best anchor | d SQNR dB | d SQNR c dB | d top-1 | d top-1 c | time x | "
+             "size x | latency x |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for key in sorted({(r.model, r.mode) for r in rows}):
         group = [r for r in rows if (r.model, r.mode) == key and r.status == "ok" and r.sqnr_db is not None]
         theirs = [r for r in group if anchors(r)]
@@ -143,11 +155,12 @@ def ratio_lines(rows: list[Row], anchors: Callable[[Row], bool]) -> list[str]:
         best = max(theirs, key=lambda r: r.sqnr_db)
         for r in (r for r in rows if (r.model, r.mode) == key and r.tool.startswith("graphwright")):
             if r.status != "ok" or r.sqnr_db is None:
-                lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | failed | | | | | |")
+                lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | failed | | | | | | |")
                 continue
             ratio = {k: (getattr(r, k) / getattr(best, k)) if getattr(r, k) and getattr(best, k) else None
                      for k in ("quant_s", "size", "latency_ms")}
             lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | {r.sqnr_db - best.sqnr_db:+.2f} | "
+                         f"{_diff(r.sqnr_centred_db, best.sqnr_centred_db)} | "
                          f"{r.top1 - best.top1:+.3f} | {r.top1_centred - best.top1_centred:+.3f} | "
                          f"{_fmt(ratio['quant_s'], '.2f')} | {_fmt(ratio['size'], '.2f')} | "
                          f"{_fmt(ratio['latency_ms'], '.2f')} |")
@@ -273,7 +286,7 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     evals = samples(info.metadata, "eval", args.eval)
     one = evals[0]
     reference = outputs(src, evals)
-    rows = [Row(name, "float", "float", size=file_size(src), sqnr_db=float("inf"), top1=1.0, top1_centred=1.0,
+    rows = [Row(name, "float", "float", size=file_size(src), top1=1.0, top1_centred=1.0,
                 latency_ms=latency(src, one, args.runs))]
     pre = tmp / f"{name}.pre.onnx"
     row = Row(name, "prep", "ort-preprocess")
