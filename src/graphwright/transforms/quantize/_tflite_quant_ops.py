@@ -15,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["FIXED_OUTPUT", "OpSpec", "SPECS", "spec_of"]
+__all__ = ["FIXED_OUTPUT", "OpSpec", "SHAPE_ONLY", "SPECS", "spec_of"]
+
+#: Operators that read only their input's shape: they take an integer tensor as it is.
+SHAPE_ONLY = frozenset({"SHAPE", "RANK"})
 
 #: ``scale`` kinds: the output's range is its own (``own``), the input's (``same``, a
 #: requantization-free op such as MAX_POOL_2D or RESHAPE), every input's and the output's
@@ -64,7 +67,7 @@ SPECS: dict[str, OpSpec] = {
     "SUM": OpSpec(version=2),
     "RSQRT": OpSpec(version=2, int16=True),
     "GELU": OpSpec(version=2, int16=True),
-    "HARD_SWISH": OpSpec(version=2),
+    "HARD_SWISH": OpSpec(version=1),
     "PRELU": OpSpec(weights={1: None}, version=1),
     "LEAKY_RELU": OpSpec(version=2, int16=True),
     "RESIZE_BILINEAR": OpSpec(scale="same", version=2, int16=True),
@@ -83,6 +86,7 @@ SPECS: dict[str, OpSpec] = {
     "RELU": OpSpec(version=2, int16=True),
     "RELU6": OpSpec(version=2, int16=True),
     "CONCATENATION": OpSpec(scale="concat", version=2, int16=True),
+    "PACK": OpSpec(scale="concat", version=2, int16=True),
     "LOGISTIC": OpSpec(scale="fixed", version=2, int16=True),
     "TANH": OpSpec(scale="fixed", version=2, int16=True),
     "SOFTMAX": OpSpec(scale="fixed", version=2, int16=True),

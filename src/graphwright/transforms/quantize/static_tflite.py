@@ -33,7 +33,7 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from ..registry import TransformResult
 from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, constant_codes, quantize_weight
-from ._tflite_quant_ops import FIXED_OUTPUT, OpSpec, spec_of
+from ._tflite_quant_ops import FIXED_OUTPUT, SHAPE_ONLY, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
 __all__ = ["quantize_static_tflite"]
@@ -298,6 +298,8 @@ def _extent(data: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
 
 
 def _is_float(node: Node) -> bool:
+    if node.op in SHAPE_ONLY:
+        return False
     return any(v is not None and v.dtype is DType.FLOAT32 for v in (*node.inputs, *node.outputs))
 
 
@@ -333,6 +335,10 @@ class _Rewriter:
         order = sorted(plan.requant, key=lambda k: -k[1]) if self.mode == "int16" else list(plan.requant)
         for node, index in order:
             self._requantize(node, index, plan.requant[(node, index)])
+        for node in self.graph if self.mode == "int16" else ():  # the 16x8 quantizer versions integer ones too
+            spec = spec_of(node.op) if not node.domain and node not in plan.quantized else None
+            if spec is not None and not _is_float(node):
+                node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
         for node, spec in plan.quantized.items():
             node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
             if self.mode == "int16":
@@ -432,6 +438,8 @@ class _Rewriter:
         found = []
         for node in list(self.graph):
             quantized = node in self.plan.quantized
+            if not quantized and not _is_float(node):
+                continue  # integer operators (and SHAPE) read integer tensors as they are
             wanted = dict(self.plan.activations(node)) if quantized else {}
             for i, v in enumerate(node.inputs):
                 if v is None or v.const is not None:
