@@ -9,7 +9,8 @@ After::   x -> QuantizeLinear(x_scale, x_zp) -> DequantizeLinear -> Conv(W', B')
 Which tensors are quantized, per operator type, is :mod:`._qdq_onnx_plan`; the numbers
 (scale and zero point from a ``(min, max)`` range, codes, int32 biases) are
 :mod:`._qdq_onnx_params`.  Activations take their ranges from ``ranges`` (by value name of
-the float model; a needed one missing is an error naming it); weights from their own
+the float model; a needed one missing is an error naming it, except the output of a
+``Constant`` node, whose range is its own min/max, what calibration finds); weights from their own
 values, symmetric per channel (axis 0 for Conv, 1 for ConvTranspose and MatMul, 0/1 for
 Gemm by ``transB``).  Names follow onnxruntime: ``t_QuantizeLinear``/``t_DequantizeLinear``
 nodes, ``t_scale``/``t_zero_point`` initializers, ``W_quantized``, ``B_quantized_scale``;
@@ -204,6 +205,10 @@ class _Writer:
 
     def activation_params(self, value: Value) -> QParams:
         pair = self.ranges.get(value.name)
+        constant = constant_value(value) if pair is None else None
+        if constant is not None and constant.dtype is DType.FLOAT32 and constant.size:
+            data = constant.numpy()  # a Constant node's output: the range calibration would find
+            pair = (data.min(), data.max())
         if pair is None:
             readers = ", ".join(sorted({f"{n.op} {n.name!r}" for n in value.users()})[:3])
             raise TransformError(f"quantize_static: no calibrated range for {value.name!r} (read by {readers}); "
