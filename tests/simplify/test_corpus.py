@@ -71,7 +71,6 @@ KNOWN_GAPS: dict[str, tuple[int, str]] = {
     "tv_swin_t-dynamo-fixed": (323, "onnxsim and onnxslim 317"),
     "hf_swin-dynamo-dyn": (194, "onnxsim 192"),
     "timm_levit_128s-dynamo-dyn": (354, "onnxslim 352"),
-    "timm_efficientformer_l1-dynamo-dyn": (153, "onnxslim 152"),
 }
 
 

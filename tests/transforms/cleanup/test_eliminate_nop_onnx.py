@@ -68,3 +68,24 @@ def test_skip_turns_a_rule_off_and_unknown_rules_are_errors() -> None:
 
     with pytest.raises(TransformError, match="unknown rule 'nope'"):
         apply(m, "eliminate_nop", skip=["nope"])
+
+
+def test_a_large_zero_bias_under_a_dynamic_batch_is_removed() -> None:
+    """EfficientFormer's folded attention bias: scores[N, 8, 49, 49] + zeros[8, 49, 49] (19208 elements)."""
+    nodes = [mk("Relu", ["a"], ["x"]), mk("Add", ["x", "bias"], ["s"]), mk("Softmax", ["s"], ["y"], axis=-1)]
+    bias = init("bias", np.zeros([8, 49, 49], np.float32))
+    m, p = model(nodes, [vi("a", F, ["N", 8, 49, 49])], [vi("y", F, ["N", 8, 49, 49])], [bias])
+    apply(m, "infer_shapes")
+    assert apply(m, "eliminate_nop").changed and ops(m) == ["Relu", "Softmax"]
+    for n in (1, 3):
+        same_outputs(p, m, dims={"N": n})
+
+
+def test_a_large_bias_zero_but_for_one_element_stays() -> None:
+    values = np.zeros([8, 49, 49], np.float32)
+    values[7, 48, 48] = 1e-3  # the first element is a unit: the whole array decides
+    nodes = [mk("Relu", ["a"], ["x"]), mk("Add", ["x", "bias"], ["y"])]
+    m, p = model(nodes, [vi("a", F, [2, 8, 49, 49])], [vi("y", F, [2, 8, 49, 49])], [init("bias", values)])
+    apply(m, "infer_shapes")
+    assert not apply(m, "eliminate_nop").changed
+    same_outputs(p, m)

@@ -26,7 +26,8 @@ reason in the report).  The checks are exact:
 Every rule matches a single node, so one sweep removes a chain of no-ops (each
 node is tried after the one before it was bypassed).  All graphs, If/Loop
 bodies included.  O(N + E) (constants are read only for the ops above, and only
-when small: at most :data:`MAX_UNIT_ELEMENTS`).
+when at most :data:`MAX_UNIT_ELEMENTS`; the first element is compared before the rest, so a real
+weight is rejected at once).
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from ..rules import rule_transform
 
 __all__ = ["eliminate_nop", "RULES", "TABLE", "rule_set", "MAX_UNIT_ELEMENTS"]
 
-#: Larger "unit" constants are not inspected (a real weight is never all ones).
-MAX_UNIT_ELEMENTS = 4096
+#: Larger "unit" constants are not inspected.  Exporters fold all-zero biases of attention scores
+#: into dense constants (EfficientFormer's 8x49x49 ``attention_biases`` gathered by index), so the
+#: bound is generous; a real weight is rejected on its first element.
+MAX_UNIT_ELEMENTS = 1 << 20
 _INT64_MAX = np.iinfo(np.int64).max
 
 #: A rule's function: the value the node's output equals, or None.
@@ -68,6 +71,8 @@ def _unit(x: Value | None, const: Value | None, unit: float, out: Value) -> Valu
         return None
     array = const_array(const) if static_shape(const) is not None and _small(const) else None
     if array is None or array.size == 0 or not _fits(const, x) or const.dtype != x.dtype:
+        return None
+    if array.flat[0] != unit:
         return None
     return x if bool(np.all(array == unit)) else None
 
