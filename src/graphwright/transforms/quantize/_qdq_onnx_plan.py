@@ -193,7 +193,9 @@ class _Walk:
             if self.handle(node):
                 self.plan.handled[node.op] += 1
             else:
-                self.plan.left_float[("input not quantized", node.op)] += 1
+                data = node.inputs[0] if node.inputs else None
+                reason = "input not quantized" if self.quantizable(data) else "input not float32"
+                self.plan.left_float[(reason, node.op)] += 1
         return self.plan
 
     def handle(self, node: Node) -> bool:
