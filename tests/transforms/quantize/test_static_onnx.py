@@ -363,3 +363,29 @@ def test_constant_node_outputs_need_no_calibrated_range(tmp_path: Path) -> None:
     theirs = ort_quantize(src, tmp_path / "ort.onnx", data, tmp_path)
     ours, _ = _ours(src, tmp_path / "gw.onnx", dropped)
     assert_same_model(theirs, ours)
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_uint8_weights_match_onnxruntime_weight_symmetric(per_channel: bool, symmetric: bool, tmp_path: Path) -> None:
+    """``symmetric_weights`` is onnxruntime's ``WeightSymmetric`` (per channel is symmetric anyway)."""
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.calibrate import save_tensors_data
+
+    src, feeds = _source("zoo", tmp_path)
+    ranges, data = ort_ranges(src, feeds, tmp_path)
+    save_tensors_data(data, tmp_path / "cache.json")
+    quantize_static(str(src), str(tmp_path / "ort.onnx"), None, quant_format=QuantFormat.QDQ, per_channel=per_channel,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8,
+                    calibration_cache_path=str(tmp_path / "cache.json"), extra_options={"WeightSymmetric": symmetric})
+    ours, _ = _ours(src, tmp_path / "gw.onnx", ranges, activation_type="uint8", weight_type="uint8",
+                    per_channel=per_channel, symmetric_weights=symmetric)
+    assert_same_model(onnx.load(str(tmp_path / "ort.onnx")), ours)
+    zero = _initializers(ours)["Wm_zero_point"]
+    assert zero.dtype == np.uint8 and (np.all(zero == 128) if symmetric or per_channel else np.any(zero != 128))
+
+
+def test_4bit_weights_are_refused(tmp_path: Path) -> None:
+    onnx.save(_conv_model(17), tmp_path / "conv.onnx")
+    with pytest.raises(TransformError, match="use quantize_weights for 4-bit weights"):
+        quantize_static_onnx(gw.load(tmp_path / "conv.onnx"), {}, QuantOptions(weight_type="int4"))
