@@ -16,6 +16,10 @@ Gemm by ``transB``).  Names follow onnxruntime: ``t_QuantizeLinear``/``t_Dequant
 nodes, ``t_scale``/``t_zero_point`` initializers, ``W_quantized``, ``B_quantized_scale``;
 graph outputs keep their names and float type (the DequantizeLinear writes them).
 onnxruntime's graph optimizer fuses the result into QLinearConv/QLinearMatMul/QGemm/...
+Tensors the model already quantizes (outputs of its DequantizeLinear nodes, inputs of its
+QuantizeLinear nodes) are left alone: a QDQ model comes out unchanged.  Where onnxruntime
+would reuse an existing initializer that happens to carry the name it wants (``t_scale``),
+fresh names are taken instead.
 
 int16 activations need QuantizeLinear of opset 21; below it ``target=onnxruntime`` writes
 onnxruntime's ``com.microsoft`` Q/DQ (as onnxruntime does), ``generic`` refuses.  Opset < 10
