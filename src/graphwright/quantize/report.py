@@ -220,10 +220,13 @@ class ModelRunner:
         self.backend = "onnxruntime" if model.format == "onnx" else "litert"
 
     def feeds(self, float_feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The float model's feeds (in input order) for this model: quantized where it takes integers."""
+        """The float model's feeds for this model (by name, else by position): quantized where it takes integers."""
         out = {}
-        for value, array in zip(self.model.graph.inputs, float_feeds.values(), strict=False):
-            array = np.asarray(array)
+        by_position = list(float_feeds.values())
+        for i, value in enumerate(self.model.graph.inputs):
+            if value.name not in float_feeds and i >= len(by_position):
+                continue  # the runtime names what is missing
+            array = np.asarray(float_feeds[value.name] if value.name in float_feeds else by_position[i])
             out[value.name] = _quantize(array, value) if _is_integer_quantized(value) and array.dtype.kind == "f" \
                 else array
         return out
