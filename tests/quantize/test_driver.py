@@ -322,3 +322,24 @@ def _images(path: Path, count: int) -> list[dict[str, np.ndarray]]:
     spec = gw.load(path).graph.inputs[0]
     rng = np.random.default_rng(9)
     return [{spec.name: rng.uniform(0, 1, size=tuple(spec.shape)).astype(np.float32)} for _ in range(count)]
+
+
+def test_two_inputs_fed_by_name_whatever_the_order(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Sub", ["a", "b"], ["d"], name="sub"), helper.make_node("MatMul", ["d", "W"], ["y"], name="mm")],
+        "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 16]),
+                helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+        [numpy_helper.from_array(rng.normal(size=(16, 8)).astype(np.float32), "W")])
+    src = tmp_path / "two.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), src)
+    # b is small next to a: fed the wrong way round, the SQNR would be far off
+    feeds = [{"b": rng.normal(size=(1, 16)).astype(np.float32) / 100, "a": rng.normal(size=(1, 16)).astype(np.float32)}
+             for _ in range(40)]
+    model, report = gw.quantize(src, mode="static", samples=feeds)
+    out = tmp_path / "q.onnx"
+    gw.save(model, out)
+    evaluated = held_out(feeds)[:report.eval_samples]
+    expected = sqnr([o[0] for o in ort_outputs(src, evaluated)], [o[0] for o in ort_outputs(out, evaluated)])
+    assert report.outputs[0].sqnr_db == pytest.approx(expected, abs=1e-6)
