@@ -64,16 +64,17 @@ def add_parser(sub: Any) -> None:
                    help="rank the layers by sensitivity and keep the N most sensitive in float (auto:0 ranks only)")
     p.add_argument("--activation-type", choices=("int8", "uint8", "int16"), default=None,
                    help="activation type (default: uint8 for ONNX static, int16 for 16x8, else int8)")
-    p.add_argument("--weight-type", choices=("int8", "uint8", "int4", "uint4"), default=None)
+    p.add_argument("--weight-type", choices=("int8", "uint8", "int4", "uint4"), default=None,
+                   help="weight type (default: int8; int4 with --bits 4)")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)")
     p.add_argument("--symmetric-activations", action="store_true", help="zero point 0 for activations")
     p.add_argument("--io-type", choices=("float32", "int8", "uint8", "int16"), default="float32",
                    help="TFLite full-integer: type of the model's inputs and outputs (default float32)")
     p.add_argument("--bits", type=int, choices=(4, 8), default=8, help="ONNX weights: 8 or 4 (blockwise) bits")
-    p.add_argument("--block-size", type=int, default=128, help="block size of 4-bit weights (default 128)")
+    p.add_argument("--block-size", type=int, default=128, metavar="N", help="block size of 4-bit weights (default 128)")
     p.add_argument("--target", choices=("generic", "onnxruntime"), default="generic",
                    help="ONNX: standard ops only, or also onnxruntime's contrib ops (MatMulNBits)")
-    p.add_argument("--minimum-size", type=int, default=1024, help="weights-only: smallest tensor quantized")
+    p.add_argument("--minimum-size", type=int, default=1024, metavar="N", help="ONNX weights-only: smallest initializer quantized, in elements (default 1024)")
     p.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML file")
     p.add_argument("--no-report", action="store_true", help="skip the accuracy and latency report")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
