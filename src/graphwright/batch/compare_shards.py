@@ -73,21 +73,13 @@ def compare_sharded(
                "outputs": None if outputs is None else list(outputs)}
     done = [0]
 
-    def progress(finished: int) -> None:
-        done[0] += finished
+    def progress(more: int) -> None:
+        done[0] += more
         if on_progress is not None:
             on_progress(done[0], total, f"sample {done[0]} of {total}")
 
-    if shards == 1 and not use_ray:  # one process: this one, with progress per sample
-        feeds = None if samples is None else list(samples)
-        last = [0]
-
-        def each(count_done: int) -> None:
-            progress(count_done - last[0])
-            last[0] = count_done
-
-        result = compare_samples(*paths, seeded_samples(0, total) if feeds is None else enumerate(feeds),
-                                 on_sample=each, **options)
+    if shards == 1 and not use_ray:  # one process: this one, with progress after every sample
+        result = compare_chunk(*paths, 0, total, samples, {**options, "on_sample": lambda _: progress(1)})
     else:
         chunks = shard_bounds(total, shards * CHUNKS_PER_SHARD)
         work = [(*paths, a, b, None if samples is None else list(samples[a:b]), options) for a, b in chunks]
