@@ -16,6 +16,7 @@ then one run per call; memory: the requested arrays of one run.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,9 +77,12 @@ def prepare_intermediates(model: Model, names: Sequence[str], *, backend: str | 
                                 external_dir=source.external_dir, written=True)
         return IntermediateSession(engine.prepare(augmented, opts), engine.name, names, inputs, keep=source)
     if model.format == "tflite" and engine.name in _TFLITE_BACKENDS:
-        if engine.name != "reference":
-            opts.setdefault("preserve_all_tensors", True)
-        return IntermediateSession(engine.prepare(source, opts), engine.name, names, inputs)
+        if engine.name == "reference":
+            return IntermediateSession(engine.prepare(source, opts), engine.name, names, inputs)
+        opts.setdefault("preserve_all_tensors", True)
+        with warnings.catch_warnings():  # LiteRT warns that the option is for debugging: it is what we need
+            warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors")
+            return IntermediateSession(engine.prepare(source, opts), engine.name, names, inputs)
     raise VerificationError(f"intermediate values of {model.format} models on {engine.name} are not supported; "
                             "use onnxruntime (ONNX) or litert/reference (TFLite)")
 
