@@ -66,12 +66,7 @@ def _count(path: Path) -> tuple[int, int]:
 
 #: Rows where a peer still ends lower (benchmarks/simplify_corpus.md): graphwright's count when the
 #: gap was measured, asserted as a ratchet (never more), and what the peer does that we do not yet.
-KNOWN_GAPS: dict[str, tuple[int, str]] = {
-    "tv_swin_t-ts-fixed": (353, "onnxslim 347: merges six more Slices of the window shifts"),
-    "tv_swin_t-dynamo-fixed": (323, "onnxsim and onnxslim 317"),
-    "hf_swin-dynamo-dyn": (194, "onnxsim 192"),
-    "timm_levit_128s-dynamo-dyn": (354, "onnxslim 352"),
-}
+KNOWN_GAPS: dict[str, tuple[int, str]] = {}
 
 
 def _check(name: str, tmp_path: Path) -> None:

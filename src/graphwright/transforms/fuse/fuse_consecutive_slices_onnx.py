@@ -8,9 +8,14 @@ axes are one Slice over the union: the outer node keeps its name and output, tak
 node's input and the concatenated starts/ends/axes/steps (int64).  Two cuts of the same axis
 compose when both step by 1 and the axis's size is known: ``[s2, e2)`` of ``[s1, e1)`` is
 ``[s1 + s2, s1 + e2)`` once negative and overshooting bounds are resolved against the sizes.
-Where the inner Slice is read elsewhere, or a parameter is not a constant, or a shared axis
-can't be composed, or a negative axis can't be resolved for want of the input's rank, the pair
-is left alone with the reason.  torchvision's Swin crops its padded windows this way
+An inner Slice read by several Slices merges into each of them when every one of its readers
+can take it (all Slices of this graph, reading it as their data): each is rewritten in turn, the
+inner staying until the last one takes it — ``x[:, 0::2][:, :, 0::2]`` and
+``x[:, 0::2][:, :, 1::2]`` (Swin's patch merging) are two Slices, not three.  Node count never
+grows, and no reader is rewritten while another one still needs the inner.  Where the inner
+Slice is read by anything else, or a parameter is not a constant, or a shared axis can't be
+composed, or a negative axis can't be resolved for want of the input's rank, the pair is left
+alone with the reason.  torchvision's Swin crops its padded windows this way
 (``x[:, :H, :W, :]`` exported as one Slice per axis).  Opset ≥ 10 (Slice's parameters as
 inputs).  All graphs; a rule of the rewrite engine, O(N + E).
 """
@@ -20,13 +25,28 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Model, Node, Value
-from ...patterns import ANY, Match, P, Replacement, RuleSet, Skip, same_graph, why_not_fusable
+from ...patterns import (
+    ANY,
+    Match,
+    P,
+    Replacement,
+    RuleSet,
+    Skip,
+    no_control_edges,
+    not_graph_io,
+    same_graph,
+    why_not_fusable,
+)
 from .._onnx import const_array, opset_version
 from ..context import TransformContext
 from ..registry import TransformResult, transform
 from ..rules import apply_rules, result_of
 
 __all__ = ["fuse_consecutive_slices"]
+
+#: A sweep rewrites matches that do not overlap, so one reader of a shared inner Slice each: up to
+#: this many sweeps (stopping at the first that changes nothing) take a Slice read by that many.
+SWEEPS = 8
 
 PATTERN = P("Slice", P("Slice", ANY(name="x"), ..., domain="", name="inner"), ..., domain="")
 
@@ -81,32 +101,55 @@ def _compose(first: list[np.ndarray], second: list[np.ndarray], shared: set[int]
     return first, [a[keep] for a in second]
 
 
-def _rule(m: Match) -> Replacement | Skip:
-    node, inner = m.node, m["inner"].node
-    assert node is not None and inner is not None
-    reason = why_not_fusable(m)
-    if reason:
-        return m.skip(reason)
-    if not same_graph(inner, node):
-        return m.skip(f"{inner.name!r} is in an enclosing graph")
-    x: Value = m["x"].value  # type: ignore[assignment]
+def _merged(inner: Node, node: Node, x: Value) -> list[np.ndarray] | str:
+    """``[starts, ends, axes, steps]`` of ``node(inner(x))`` as one Slice, or the reason not."""
     rank = len(x.shape) if x.shape is not None else None
     first, why = _params(inner, rank)
     second, why2 = _params(node, rank)
     if why or why2:
-        return m.skip(why or why2 or "")
+        return why or why2 or ""
     shared = set(first[2].tolist()) & set(second[2].tolist())
     if shared:
         composed = _compose(first, second, shared, x)
         if composed is None:
-            return m.skip(f"{inner.name!r} and {node.name!r} both slice axis {sorted(shared)} "
-                          "(composed only with steps 1 and that axis's size known)")
+            return (f"{inner.name!r} and {node.name!r} both slice axis {sorted(shared)} "
+                    "(composed only with steps 1 and that axis's size known)")
         first, second = composed
-    merged = [np.concatenate([a, b]) for a, b in zip(first, second, strict=True)]
+    return [np.concatenate([a, b]) for a, b in zip(first, second, strict=True)]
+
+
+def _why_not_shared(inner: Node, x: Value) -> str | None:
+    """Why an inner Slice with several readers can't merge into all of them, or None when it can."""
+    if not not_graph_io(inner) or not no_control_edges(inner):
+        return f"intermediate {inner.name!r} (Slice) is a graph output or has control edges"
+    for reader, index in inner.output.uses():
+        if reader.op != "Slice" or reader.domain not in ("", "ai.onnx") or index != 0 or not same_graph(inner, reader):
+            return f"intermediate {inner.name!r} (Slice) is also read by {reader.name!r} ({reader.op}), not a Slice's data"
+        merged = _merged(inner, reader, x)
+        if isinstance(merged, str):
+            return merged
+    return None
+
+
+def _rule(m: Match) -> Replacement | Skip:
+    node, inner = m.node, m["inner"].node
+    assert node is not None and inner is not None
+    x: Value = m["x"].value  # type: ignore[assignment]
+    reason = why_not_fusable(m)
+    if reason and inner.output.num_uses > 1:
+        reason = _why_not_shared(inner, x)
+    if reason:
+        return m.skip(reason)
+    if not same_graph(inner, node):
+        return m.skip(f"{inner.name!r} is in an enclosing graph")
+    merged = _merged(inner, node, x)
+    if isinstance(merged, str):
+        return m.skip(merged)
     names = ("starts", "ends", "axes", "steps")
     params = [m.constant(array, name=f"{node.name or 'slice'}_{what}") for array, what in zip(merged, names, strict=True)]
+    kept = [inner] if inner.output.num_uses > 1 else []  # still read by the other Slices: it stays
     node.set_inputs([x, *params])  # re-emitted in place: its output value (and its readers) stay
-    return Replacement([node])
+    return Replacement([*kept, node])
 
 
 @transform("fuse_consecutive_slices", dialects={"onnx"})
@@ -116,5 +159,5 @@ def fuse_consecutive_slices(model: Model, ctx: TransformContext) -> TransformRes
         return TransformResult(False, {"slices_fused": 0}, ["Slice takes its parameters as inputs from opset 10 on"])
     rules = RuleSet(name="fuse_consecutive_slices")
     rules.add(PATTERN, _rule, name="slices_fused")
-    report = apply_rules(model, [rules])
+    report = apply_rules(model, [rules], sweeps=SWEEPS)
     return result_of(report, stats={"slices_fused": report.by_rule.get("slices_fused", 0)})
