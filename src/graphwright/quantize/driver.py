@@ -106,22 +106,26 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
     model = clone_model(original)
-    result = _apply(model, kind, table, options, minimum_size)
-    out.stats, out.notes = dict(result.stats), [*out.notes, *result.notes]
+    _record(out, _apply(model, kind, table, options, minimum_size), original, model, options)
     out.ranges = dict(table)
-    if not result.changed:
-        out.warnings.append("nothing was quantized (see the notes)")
-    quantized_anyway = _not_float(original, model, options.exclude_nodes)
-    if quantized_anyway:
-        out.warnings.append(f"{len(quantized_anyway)} node(s) to be kept float had their weights quantized anyway "
-                            f"(the {mode} transform does not honour exclusions for them): "
-                            f"{', '.join(quantized_anyway[:5])}")
     out.quantize_seconds = time.perf_counter() - started
     out.size_before, out.size_after = model_bytes(original), model_bytes(model)
     out.runtime = "onnxruntime" if model.format == "onnx" else "litert"
     if report and source is not None:
         _evaluate(original, model, source, out, on_progress)
     return model, out
+
+
+def _record(out: QuantReport, result: TransformResult, original: Model, model: Model, options: QuantOptions) -> None:
+    """The transform's counts and notes in the report, and a warning for what it did not do."""
+    out.stats, out.notes = dict(result.stats), [*out.notes, *result.notes]
+    if not result.changed:
+        out.warnings.append("nothing was quantized (see the notes)")
+    quantized_anyway = _not_float(original, model, options.exclude_nodes)
+    if quantized_anyway:
+        out.warnings.append(f"{len(quantized_anyway)} node(s) to be kept float had their weights quantized anyway "
+                            f"(the {out.mode} transform does not honour exclusions for them): "
+                            f"{', '.join(quantized_anyway[:5])}")
 
 
 def _not_float(original: Model, model: Model, names: Iterable[str]) -> list[str]:
@@ -156,6 +160,9 @@ def _keep_float(spec: int | str | None) -> int | None:
 
 def _options(fmt: str, mode: str, *, activation_type: str | None, weight_type: str | None, bits: int,
              **kwargs: Any) -> QuantOptions:
+    """The transforms' options.  ONNX static defaults to uint8 activations (int8 weights): the
+    form onnxruntime's x86 kernels fuse — ResNet-18 with int8 activations ran 30.8 ms, with
+    uint8 1.45 ms (64x64 input, 2 cores)."""
     act = activation_type or ("int16" if mode == "16x8" else "uint8" if fmt == "onnx" and mode == "static"
                               else "int8")
     if mode == "16x8" and act != "int16":
