@@ -12,6 +12,7 @@ derives (minmax, percentile, entropy, mse) are the single-process ones.
 
 Only indices travel for synthetic samples and folders (a worker skips the samples of the folder
 before its chunk: reading is cheap next to inference); feeds in memory travel with their chunk.
+On a cluster of several machines the model and the folder must be on a filesystem every node sees.
 Cost: one inference per batch, plus one model load per chunk.
 """
 

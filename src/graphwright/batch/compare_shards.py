@@ -8,7 +8,8 @@ processes, or a Ray task — which loads both models once and returns the chunk'
 every field merges exactly (counts, maxima, histograms, exact sums), so the report is equal to the
 one a single process gives over the same samples (``shards=1``).  Random samples are made in the
 worker from their index (seed ``seed + index``), so only indices travel; given feeds travel with
-their chunk.  Cost: one run of each model per sample, plus one model load per chunk.
+their chunk; on a cluster of several machines the model paths (and ``--data``) must be on a
+filesystem every node sees.  Cost: one run of each model per sample, plus one model load per chunk.
 """
 
 from __future__ import annotations
