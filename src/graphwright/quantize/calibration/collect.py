@@ -34,7 +34,7 @@ __all__ = ["ENGINES", "Progress", "activation_names", "collect_statistics"]
 ENGINES = ("auto", "onnxruntime", "litert", "litert-ref", "reference")
 #: ``on_progress(samples done, total or None, label)``.
 Progress = Callable[[int, "int | None", str], None]
-_SKIPPED_OPS = {"Constant", "ConstantOfShape"}
+_SKIPPED_OPS = {"Constant"}
 
 
 def activation_names(model: Model) -> list[str]:
