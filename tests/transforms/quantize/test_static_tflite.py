@@ -57,17 +57,18 @@ def _ranges_recorded(model: Model) -> dict[str, tuple[float, float]]:
 
 
 def _ranges_from_scales(model: Model) -> dict[str, tuple[float, float]]:
-    """Ranges recovered from an int8 file's scales and zero points (a QUANTIZE's output gives its
-    float input's range)."""
+    """Ranges recovered from an int8 file's scales and zero points (a QUANTIZE's output also gives
+    its float input's range)."""
     ranges = {}
     for node in model.graph:
         for value in (*node.inputs, *node.outputs):
             if value is None or value.const is not None or value.dtype is not DType.INT8 or value.quant is None:
                 continue
             scale, zero = float(value.quant.scale[0]), int(value.quant.zero_point[0])
-            key = node.inputs[0].name if node.op == "QUANTIZE" and value is node.output \
-                and node.inputs[0].dtype is DType.FLOAT32 else value.name
-            ranges.setdefault(key, (scale * (-128 - zero), scale * (127 - zero)))
+            extent = (scale * (-128 - zero), scale * (127 - zero))
+            ranges.setdefault(value.name, extent)
+            if node.op == "QUANTIZE" and value is node.output and node.inputs[0].dtype is DType.FLOAT32:
+                ranges.setdefault(node.inputs[0].name, extent)  # the float operator's result it quantizes
     return ranges
 
 
@@ -83,8 +84,8 @@ def _tensors(model: Model) -> dict[str, Value]:
 
 
 def _quantize(base: str, mode: str, ranges: dict[str, tuple[float, float]], tmp_path: Path,
-              **options: object) -> tuple[Path, gw.transforms.registry.TransformResult]:
-    model = gw.load(get_model("tflite_real", f"{base}_float").path)
+              family: str = "tflite_real", **options: object) -> tuple[Path, gw.transforms.registry.TransformResult]:
+    model = gw.load(get_model(family, f"{base}_float").path)
     act = "int8" if mode == "int8" else "int16"
     result = quantize_static_tflite(model, ranges, QuantOptions.build(activation_type=act, **options))
     path = tmp_path / f"{base}_{mode}_graphwright.tflite"
@@ -167,14 +168,14 @@ def _assert_runs_like_converter(mine: Path, theirs: ModelInfo) -> None:
     assert assert_matches_reference(info, seeds=range(3)) > 0
 
 
-def _case(base: str, mode: str, tmp_path: Path) -> None:
-    theirs = get_model("tflite_real", f"{base}_{mode}")
+def _case(base: str, mode: str, tmp_path: Path, family: str = "tflite_real") -> None:
+    theirs = get_model(family, f"{base}_{mode}")
     converter = gw.load(theirs.path)
-    sibling = gw.load(get_model("tflite_real", f"{base}_int16x8").path)
+    sibling = gw.load(get_model(family, f"{base}_int16x8").path)
     io_type = "int8" if mode == "int8" else "int16"
-    if converter.graph.inputs[0].dtype is DType.INT32:  # token ids: the converter keeps float outputs
+    if converter.graph.outputs[0].dtype is DType.FLOAT32:  # float outputs (token ids in, or float_io)
         io_type = "float32"
-    path, result = _quantize(base, mode, _ranges_recorded(sibling), tmp_path, io_type=io_type)
+    path, result = _quantize(base, mode, _ranges_recorded(sibling), tmp_path, family, io_type=io_type)
     assert result.stats["nodes_quantized"] > 0
     assert _assert_same_file(path, theirs.path) > 10
     _assert_runs_like_converter(path, theirs)
@@ -273,9 +274,26 @@ def test_wide_equals_the_converter(base: str, mode: str, tmp_path: Path) -> None
     _case(base, mode, tmp_path)
 
 
+ZOO = ["ds_cnn", "conv1d_audio", "deeplab", "selfie", "pose", "hand", "autoencoder", "wavenet", "multiplier"]
+
+
 @pytest.mark.wide
-@pytest.mark.parametrize("base", ["transformer", "segmenter256", "unet256", "mobilenet_v2_224", "efficientnet_b0_224"])
-def test_wide_int8_equals_the_converter_to_a_scale_ulp(base: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("base", "mode"), [(b, m) for b in ZOO for m in ("int8", "int16x8")] + [("shufflenet", "int16x8")])
+def test_wide_zoo_equals_the_converter(base: str, mode: str, tmp_path: Path) -> None:
+    """The deployment zoo (tests/models/build_tflite_zoo.py): keyword spotting, 1-D audio convs,
+    DeepLab (SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND, ARG_MAX: int8 kernel in int8, float after a
+    DEQUANTIZE in 16x8), selfie, pose and hand models, an autoencoder, WaveNet (TANH, LOGISTIC,
+    MUL gates), a multiplier net, ShuffleNet's SPLIT in 16x8.  (ShuffleNet's int8 file names the
+    SPLIT outputs after a fused location, ``split;split1``, that the float file does not carry.)"""
+    _case(base, mode, tmp_path, "tflite_zoo")
+
+
+@pytest.mark.wide
+@pytest.mark.parametrize(("family", "base"), [
+    ("tflite_real", "transformer"), ("tflite_real", "segmenter256"), ("tflite_real", "unet256"),
+    ("tflite_real", "mobilenet_v2_224"), ("tflite_real", "efficientnet_b0_224"), ("tflite_math", "unary"),
+])
+def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, tmp_path: Path) -> None:
     """Models converted to int8 only, so the ranges are recovered from the int8 file's own scales:
     scales may sit one float32 step away (a bias scale, s_in * s_w, two) and a bias code one step;
     operators, versions, options, types, zero points and weight codes exact.  The token
@@ -283,13 +301,16 @@ def test_wide_int8_equals_the_converter_to_a_scale_ulp(base: str, tmp_path: Path
     RSQRT, SQUARED_DIFFERENCE; NEG stays float between tfl.dequantize and tfl.quantize; a float
     output through DEQUANTIZE), the MediaPipe-style segmenter (HARD_SWISH version 1, squeeze-excite
     MEAN + MUL), a 256x256 U-Net, MobileNetV2 and EfficientNetB0 at 224 (a SHAPE reads an int8
-    tensor as it is).  The reference interpreter is bit-exact with BUILTIN_REF on ours, and its
-    outputs are within two quantization steps of the converter's."""
-    theirs = get_model("tflite_real", f"{base}_int8")
+    tensor as it is), and the unary-operator corpus (ABS, LOG, SQRT, RSQRT, EXP, GELU, LEAKY_RELU
+    version 1, LOG_SOFTMAX at (16/256, 127), L2_NORMALIZATION at (1/128, 0); twelve float
+    operators — SIN, COS, NEG, ADD_N, ATAN2... — behind DEQUANTIZEs, their graph outputs
+    quantized under the output's name).  The reference interpreter is bit-exact with
+    BUILTIN_REF on ours, and its outputs are within two quantization steps of the converter's."""
+    theirs = get_model(family, f"{base}_int8")
     converter = gw.load(theirs.path)
     io_type = "float32" if converter.graph.outputs[0].dtype is DType.FLOAT32 else "int8"
-    path, result = _quantize(base, "int8", _ranges_from_scales(converter), tmp_path, io_type=io_type)
-    assert result.stats["nodes_float"] == (4 if base == "transformer" else 0)
+    path, result = _quantize(base, "int8", _ranges_from_scales(converter), tmp_path, family, io_type=io_type)
+    assert result.stats["nodes_float"] == {"transformer": 4, "unary": 12}.get(base, 0)
     assert _assert_same_file(path, theirs.path, scale_ulps=1, bias_steps=1) > 10
     info = dataclasses.replace(theirs, path=path, name=f"{base}_int8_graphwright")
     assert assert_matches_reference(info, seeds=range(2)) > 0

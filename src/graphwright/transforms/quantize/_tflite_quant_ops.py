@@ -31,6 +31,7 @@ FIXED_OUTPUT: dict[str, dict[str, tuple[float, int]]] = {
     "SOFTMAX": {"int8": (1.0 / 256, -128), "int16": (1.0 / 32768, 0)},
     "TANH": {"int8": (1.0 / 128, 0), "int16": (1.0 / 32768, 0)},
     "LOG_SOFTMAX": {"int8": (16.0 / 256, 127)},
+    "L2_NORMALIZATION": {"int8": (1.0 / 128, 0)},
 }
 
 
@@ -45,8 +46,11 @@ class OpSpec:
     bias: tuple[int, int, int] | None = None
     #: the operator version the converter writes for the quantized kernel (int8 and int16 alike)
     version: int = 2
-    #: LiteRT has an int16 kernel (16x8); without one the operator stays float in 16x8
+    #: the converter quantizes it in int8 / in 16x8 (LiteRT has the kernel); otherwise it stays float
+    int8: bool = True
     int16: bool = False
+    #: the version in 16x8 when it differs from ``version``
+    version16: int | None = None
     #: attribute values the converter writes in 16x8
     int16_attrs: dict[str, Any] = field(default_factory=dict)
 
@@ -69,12 +73,30 @@ SPECS: dict[str, OpSpec] = {
     "GELU": OpSpec(version=2, int16=True),
     "HARD_SWISH": OpSpec(version=1),
     "PRELU": OpSpec(weights={1: None}, version=1),
-    "LEAKY_RELU": OpSpec(version=2, int16=True),
+    "LEAKY_RELU": OpSpec(version=1, int16=True, version16=2),
+    "ABS": OpSpec(version=2, int16=True),
+    "LOG": OpSpec(version=2, int16=True),
+    "EXP": OpSpec(version=2, int16=True),
+    "SQRT": OpSpec(version=2),
+    "REDUCE_PROD": OpSpec(version=2, int16=True),
+    "ARG_MAX": OpSpec(version=2),
+    "ARG_MIN": OpSpec(version=2),
     "RESIZE_BILINEAR": OpSpec(scale="same", version=2, int16=True),
     "RESIZE_NEAREST_NEIGHBOR": OpSpec(scale="same", version=2, int16=True),
     "MAX_POOL_2D": OpSpec(scale="same", version=2, int16=True),
     "AVERAGE_POOL_2D": OpSpec(scale="same", version=2, int16=True),
     "REDUCE_MAX": OpSpec(scale="same", version=2, int16=True),
+    "REDUCE_MIN": OpSpec(scale="same", version=2, int16=True),
+    "SPACE_TO_BATCH_ND": OpSpec(scale="same", version=2, int16=True),
+    "BATCH_TO_SPACE_ND": OpSpec(scale="same", version=2, int16=True),
+    "SPACE_TO_DEPTH": OpSpec(scale="same", version=2),
+    "SPLIT": OpSpec(scale="same", version=2, int16=True),
+    "SPLIT_V": OpSpec(scale="same", version=2, int16=True),
+    "UNPACK": OpSpec(scale="same", version=1, int8=False, int16=True),
+    "MIRROR_PAD": OpSpec(scale="same", version=2, int16=True),
+    "PADV2": OpSpec(scale="same", version=2),
+    "REVERSE_V2": OpSpec(scale="same", version=3, int16=True),
+    "BROADCAST_TO": OpSpec(scale="same", version=3, int16=True),
     "RESHAPE": OpSpec(scale="same", version=1, int16=True),
     "SQUEEZE": OpSpec(scale="same", version=1, int16=True),
     "EXPAND_DIMS": OpSpec(scale="same", version=1, int16=True),
@@ -91,6 +113,7 @@ SPECS: dict[str, OpSpec] = {
     "TANH": OpSpec(scale="fixed", version=2, int16=True),
     "SOFTMAX": OpSpec(scale="fixed", version=2, int16=True),
     "LOG_SOFTMAX": OpSpec(scale="fixed", version=2),
+    "L2_NORMALIZATION": OpSpec(scale="fixed", version=2),
 }
 
 

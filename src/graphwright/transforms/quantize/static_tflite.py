@@ -116,6 +116,8 @@ class _Planner:
             return "the converter has no integer kernel for it"
         if self.mode == "int16" and not spec.int16:
             return "LiteRT has no 16x8 kernel for it"
+        if self.mode == "int8" and not spec.int8:
+            return "the converter keeps it float in int8 models"
         constant = {i for i in (*spec.weights, *(spec.bias[:1] if spec.bias else ())) if i < len(node.inputs)}
         for i in constant:
             value = node.inputs[i]
@@ -137,6 +139,10 @@ class _Planner:
             self._resolve_mlir(values)
         else:
             self._resolve_legacy()
+        if self.options.io_type != "float32":  # integer inputs even where only float operators read them
+            for value in self.graph.inputs:
+                if value.dtype is DType.FLOAT32 and value not in self.states:
+                    self.states[value] = _State(self.own(value), immutable=True)
 
     def _activation_values(self) -> list[Value]:
         seen: dict[Value, None] = {}
@@ -225,10 +231,10 @@ class _Planner:
         return order
 
     def _propagate(self, node: Node) -> bool:
-        """Give a same-scale operator's inputs and output one scale; False: none known yet."""
-        operands = [(i, v) for i, v in self.activations(node)]
-        result = self.states[node.output]
-        params = self._same_scale_params(node, operands, result)
+        """Give a same-scale operator's inputs and outputs one scale; False: none known yet."""
+        operands = self.activations(node)
+        results = [self.states[v] for v in node.outputs if v in self.states]
+        params = _same_scale_params([self.states[v] for _, v in operands], results)
         if params is None:
             return False
         for i, v in operands:
@@ -240,22 +246,10 @@ class _Planner:
                     state.params = params  # a constant is simply quantized with the shared scale
                 else:
                     self.requant[(node, i)] = params
-        if result.params is None:
-            result.params = params
+        for result in results:
+            if result.params is None:
+                result.params = params
         return True
-
-    def _same_scale_params(self, node: Node, operands: list[tuple[int, Value]], result: _State) -> Params | None:
-        states = [self.states[v] for _, v in operands]
-        fixed_in = [s for s in states if s.immutable]
-        if len(operands) == 1 and fixed_in:
-            return fixed_in[0].params
-        if result.immutable:
-            return result.params
-        if fixed_in:
-            return fixed_in[0].params
-        if len(operands) == 1 and states[0].params is not None:
-            return states[0].params
-        return result.params
 
     def _resolve_legacy(self) -> None:
         """The flatbuffer quantizer (16x8): in graph order, an output's parameters come from its
@@ -270,14 +264,15 @@ class _Planner:
             for _, v in self.activations(node):
                 if v not in self.states:
                     self.states[v] = _State(self.own(v))
-            out = node.output
-            if spec.scale == "fixed":
-                params = self._fixed(node)
-            elif spec.scale == "same":
-                params = self.states[self.activations(node)[0][1]].params or self.own(out)
-            else:
-                params = self.own(out)
-            self.states[out] = _State(params)
+            params = None
+            for out in (v for v in node.outputs if v.dtype is DType.FLOAT32):
+                if spec.scale == "fixed":
+                    params = self._fixed(node)
+                elif spec.scale == "same":
+                    params = self.states[self.activations(node)[0][1]].params
+                else:
+                    params = self.own(out)
+                self.states[out] = _State(params)
             if spec.scale == "concat":
                 for i, v in self.activations(node):
                     if self.states[v].params != params:
@@ -287,6 +282,26 @@ class _Planner:
         state = self.states[value]
         assert state.params is not None
         return state.params
+
+
+def _same_scale_params(operands: list[_State], results: list[_State]) -> Params | None:
+    """The scale a same-scale operator shares, chosen as the MLIR quantizer chooses it: a lone
+    calibrated input's, else a lone calibrated output's, else the first calibrated one's, else a
+    lone input's or output's already propagated, else the first propagated one's (a SPLIT whose
+    one output a CONCATENATION set); None while nothing is known."""
+    fixed_in = [s for s in operands if s.immutable]
+    fixed_out = [s for s in results if s.immutable]
+    if len(operands) == 1 and fixed_in:
+        return fixed_in[0].params
+    if len(results) == 1 and fixed_out:
+        return fixed_out[0].params
+    if fixed_in or fixed_out:
+        return (fixed_in or fixed_out)[0].params
+    if len(operands) == 1 and operands[0].params is not None:
+        return operands[0].params
+    if len(results) == 1 and results[0].params is not None:
+        return results[0].params
+    return next((s.params for s in (*operands, *results) if s.params is not None), None)
 
 
 def _extent(data: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
@@ -335,12 +350,13 @@ class _Rewriter:
         order = sorted(plan.requant, key=lambda k: -k[1]) if self.mode == "int16" else list(plan.requant)
         for node, index in order:
             self._requantize(node, index, plan.requant[(node, index)])
-        for node in self.graph if self.mode == "int16" else ():  # the 16x8 quantizer versions integer ones too
+        for node in self.graph if self.mode == "int16" else ():  # the 16x8 quantizer versions the others too
             spec = spec_of(node.op) if not node.domain and node not in plan.quantized else None
-            if spec is not None and not _is_float(node):
+            if spec is not None:
                 node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
         for node, spec in plan.quantized.items():
-            node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
+            version = spec.version16 if self.mode == "int16" and spec.version16 is not None else spec.version
+            node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), version)
             if self.mode == "int16":
                 for key, value in spec.int16_attrs.items():
                     if key in node.attrs:
@@ -486,10 +502,14 @@ class _Rewriter:
         shared[key] = out
 
     def _place(self, new: Node, reader: Node, value: Value) -> None:
-        if self.mode == "int8" and value.producer is not None:
+        """MLIR writes a boundary op right after the value's producer (a graph input's first of
+        all); the 16x8 quantizer right before the reader."""
+        if self.mode == "int16":
+            self.graph.insert_before(reader, new)
+        elif value.producer is not None:
             self.graph.insert_after(value.producer, new)
         else:
-            self.graph.insert_before(reader, new)
+            self.graph.insert_before(next(iter(self.graph)), new)
 
     def _name(self, value: Value, kind: str) -> str:
         if self.mode == "int16":
@@ -511,6 +531,9 @@ class _Rewriter:
     # -- graph inputs and outputs --------------------------------------------------------
     def _graph_io(self, inputs: list[Value], outputs: list[Value]) -> None:
         if self.plan.options.io_type != "float32":
+            for value in self.graph.outputs:
+                if value.dtype is DType.FLOAT32 and value.producer is not None:
+                    self._integer_output(value)
             return
         for value in inputs:
             self._float_input(value)
@@ -530,6 +553,18 @@ class _Rewriter:
         self.graph.insert_before(first, quantize)
         for reader, i in readers:
             reader.replace_input(i, inner)
+
+    def _integer_output(self, value: Value) -> None:
+        """A float operator's result the graph returns, with integer outputs: a QUANTIZE takes over
+        its name (the float tensor becomes ``<name>1``)."""
+        inner = Value(value.name, self.dtype, value.shape, quant=self._activation_quant(value, self.plan.own(value)))
+        inner.meta.update({k: v for k, v in value.meta.items() if k == "tflite.tensor_index"})
+        value.meta.pop("tflite.tensor_index", None)
+        value.name = f"{value.name}1"
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=inner.name, outputs=[inner])
+        quantize.meta["tflite.version"] = 1 if self.mode == "int8" else 2
+        self.graph.insert_after(value.producer, quantize)
+        self.graph.set_outputs([inner if v is value else v for v in self.graph.outputs])
 
     def _float_output(self, value: Value) -> None:
         if value.dtype is DType.FLOAT32:
