@@ -343,3 +343,11 @@ def test_two_inputs_fed_by_name_whatever_the_order(tmp_path: Path) -> None:
     evaluated = held_out(feeds)[:report.eval_samples]
     expected = sqnr([o[0] for o in ort_outputs(src, evaluated)], [o[0] for o in ort_outputs(out, evaluated)])
     assert report.outputs[0].sqnr_db == pytest.approx(expected, abs=1e-6)
+
+
+def test_exclusions_naming_nothing_are_warned_about(tmp_path: Path) -> None:
+    src = mlp(tmp_path / "mlp.onnx")
+    _, report = gw.quantize(src, mode="dynamic", samples=samples(10), report=False,
+                            exclude_nodes=["fc3", "fc1"], exclude_ops=["Conv", "Relu"])
+    assert report.warnings == ["1 node(s) to exclude are not in the model: fc3",
+                               "op(s) to exclude that no node has: Conv"]

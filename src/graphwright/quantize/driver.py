@@ -121,6 +121,12 @@ def _record(out: QuantReport, result: TransformResult, original: Model, model: M
     out.stats, out.notes = dict(result.stats), [*out.notes, *result.notes]
     if not result.changed:
         out.warnings.append("nothing was quantized (see the notes)")
+    unknown = sorted(set(options.exclude_nodes) - {node.name for node in original.graph})
+    if unknown:
+        out.warnings.append(f"{len(unknown)} node(s) to exclude are not in the model: {', '.join(unknown[:5])}")
+    known_ops = {node.op for node in original.graph}
+    if options.exclude_ops - known_ops:
+        out.warnings.append(f"op(s) to exclude that no node has: {', '.join(sorted(options.exclude_ops - known_ops))}")
     quantized_anyway = _not_float(original, model, options.exclude_nodes)
     if quantized_anyway:
         out.warnings.append(f"{len(quantized_anyway)} node(s) to be kept float had their weights quantized anyway "
