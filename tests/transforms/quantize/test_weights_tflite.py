@@ -26,7 +26,7 @@ import pytest
 
 import graphwright as gw
 from graphwright.errors import TransformError
-from graphwright.ir import DType, Model, QuantParams, Tensor
+from graphwright.ir import DType, Graph, Model, QuantParams, Tensor
 from graphwright.transforms.quantize.options import QuantOptions
 from graphwright.transforms.quantize.weights_tflite import quantize_weights_float16_tflite, quantize_weights_tflite
 from tests.models import get_model
@@ -207,4 +207,11 @@ def test_int4_is_refused_in_one_line() -> None:
     model = gw.load(get_model("tflite_real", "landmarks_float").path)
     with pytest.raises(TransformError, match="int8") as error:
         quantize_weights_tflite(model, QuantOptions(weight_type="int4"))
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("apply", [lambda m: quantize_weights_tflite(m, QuantOptions()), quantize_weights_float16_tflite])
+def test_other_formats_are_refused_in_one_line(apply: Any) -> None:
+    with pytest.raises(TransformError, match="TFLite models, not onnx") as error:
+        apply(Model(Graph("onnx"), "onnx"))
     assert "\n" not in str(error.value)
