@@ -36,8 +36,9 @@ import graphwright as gw
 from graphwright.errors import TransformError, VerificationError
 from graphwright.ir import DType, Model, Value
 from graphwright.runtime import run, tflm
-from graphwright.transforms.quantize.options import QuantOptions
+from graphwright.transforms.quantize.options import QuantOptions, ranges_json
 from graphwright.transforms.quantize.static_tflite import quantize_static_tflite
+from graphwright.transforms.runner import run_pipeline
 from tests.models import ModelInfo, get_model
 from tests.runtime.reference._oracle import assert_matches_reference, feeds_for
 
@@ -236,6 +237,19 @@ def test_excluded_operators_stay_float_between_dequantize_and_quantize(tmp_path:
     assert [u.op for u in mean.output.users()] == ["QUANTIZE"]
     info = dataclasses.replace(get_model("tflite_real", "landmarks_int8"), path=path, name="landmarks_excluded")
     assert assert_matches_reference(info, seeds=range(2)) > 0
+
+
+def test_pipeline_transform_reads_a_ranges_file(tmp_path: Path) -> None:
+    """``quantize_static(ranges=FILE, activation_type=int16, io_type=int16)`` in a pipeline: the
+    ranges file written by ranges_json gives the converter's 16x8 file, as the direct call does."""
+    theirs = get_model("tflite_real", "landmarks_int16x8")
+    ranges = tmp_path / "ranges.json"
+    ranges.write_text(ranges_json(_ranges_recorded(gw.load(theirs.path)), method="minmax"))
+    model = gw.load(get_model("tflite_real", "landmarks_float").path)
+    report = run_pipeline(model, f'quantize_static(ranges="{ranges}", activation_type=int16, io_type=int16)')
+    assert report.steps[0].stats["nodes_float"] == 7  # the PReLUs
+    gw.save(model, tmp_path / "piped.tflite")
+    assert _assert_same_file(tmp_path / "piped.tflite", theirs.path) > 10
 
 
 def test_refusals_name_what_is_wrong() -> None:

@@ -191,12 +191,12 @@ class _Planner:
             if len(waiting) == len(pending):
                 names = ", ".join(repr(n.name) for n in waiting[:3])
                 raise TransformError(f"cannot choose a scale for {names}: no calibrated range reaches them")
-            pending = waiting
+            pending = waiting[::-1]  # alternate directions: chains resolve forward and backward alike
 
     def _redundant(self, stats: set[Value]) -> set[Value]:
         redundant: set[Value] = set()
-        work = [v for v in self._ordered(stats)]
-        while work:
+        work = self._ordered(stats)
+        while work:  # forward: a single-input same-scale operator's output takes its input's range
             v = work.pop()
             producer = v.producer
             if producer in self.quantized and self.quantized[producer].scale == "fixed":
