@@ -3,6 +3,7 @@ LiteRT interpreter driven directly and against graphwright's reference interpret
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -67,3 +68,11 @@ def test_tflite_intermediates_on_litert_and_reference() -> None:
         direct = interp.get_tensor(index[name])
         np.testing.assert_array_equal(litert[name], direct, err_msg=name)
         np.testing.assert_allclose(reference[name], direct, rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_a_tflite_name_two_tensors_share_is_refused() -> None:
+    model = load(get_model("tflite_real", "landmarks_float").path)
+    first, second = list(model.graph)[1:3]
+    second.outputs[0].name = first.outputs[0].name
+    with pytest.raises(VerificationError, match=re.escape(f"two tensors are named '{first.outputs[0].name}'")):
+        prepare_intermediates(model, [first.outputs[0].name])

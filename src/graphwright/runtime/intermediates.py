@@ -10,7 +10,8 @@ session whose ``run(feeds)`` returns exactly those arrays, keyed by name:
   ``experimental_preserve_all_tensors`` (which also keeps default delegates away), tensors read
   by name; on graphwright's ``reference`` interpreter: its ``run(feeds, outputs=names)``.
 
-Graph inputs are returned from the feeds (copies), whatever the runtime.  Cost: one model load,
+Graph inputs are returned from the feeds (copies), whatever the runtime.  A TFLite name that
+two tensors share is refused (the runtime would read the first).  Cost: one model load,
 then one run per call; memory: the requested arrays of one run.
 """
 
@@ -77,6 +78,7 @@ def prepare_intermediates(model: Model, names: Sequence[str], *, backend: str | 
                                 external_dir=source.external_dir, written=True)
         return IntermediateSession(engine.prepare(augmented, opts), engine.name, names, inputs, keep=source)
     if model.format == "tflite" and engine.name in _TFLITE_BACKENDS:
+        _refuse_shared_names(model, computed)
         if engine.name == "reference":
             return IntermediateSession(engine.prepare(source, opts), engine.name, names, inputs)
         opts.setdefault("preserve_all_tensors", True)
@@ -85,6 +87,18 @@ def prepare_intermediates(model: Model, names: Sequence[str], *, backend: str | 
             return IntermediateSession(engine.prepare(source, opts), engine.name, names, inputs)
     raise VerificationError(f"intermediate values of {model.format} models on {engine.name} are not supported; "
                             "use onnxruntime (ONNX) or litert/reference (TFLite)")
+
+
+def _refuse_shared_names(model: Model, names: Sequence[str]) -> None:
+    """TFLite tensors are found by name: a name two tensors share would give the wrong one."""
+    wanted = set(names)
+    seen: set[str] = set()
+    for node in model.graph:
+        for value in node.outputs:
+            if value is not None and value.name in wanted:
+                if value.name in seen:
+                    raise VerificationError(f"two tensors are named {value.name!r}; rename one to read its values")
+                seen.add(value.name)
 
 
 def _with_outputs(data: bytes, names: Sequence[str]) -> bytes:

@@ -63,7 +63,7 @@ def test_files_are_split_into_samples_in_name_order(tmp_path: Path) -> None:
     (data / "notes.txt").write_text("ignored")
     samples = load_samples(model, data)
     feeds = list(samples)
-    assert samples.total is None  # an .npz: not counted in advance
+    assert samples.total == 6  # counted from the headers
     expected = [*stacked, *(on_batch[i: i + 1] for i in range(2)), single]
     assert len(feeds) == 6 and all(set(f) == {"x"} for f in feeds)
     for feed, want in zip(feeds, expected):

@@ -31,6 +31,7 @@ all ones; other float inputs smooth 1/f noise along their last axis (zero mean, 
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ def load_samples(model: Model | str | os.PathLike[str],
     specs = input_specs(model)
     if isinstance(source, (str, os.PathLike)):
         files = _files(Path(source))
-        total = _count_npy(files, specs)
+        total = _count(files, specs)
         return Samples(lambda: batch_feeds(_from_files(files, specs), specs, batch_size),
                        _batches(total, batch_size), os.fspath(source))
     if callable(source):
@@ -101,8 +102,8 @@ def load_samples(model: Model | str | os.PathLike[str],
     return Samples(lambda: batch_feeds(_from_items(items, specs), specs, batch_size), None, "an iterable")
 
 
-def _batches(total: int | None, batch_size: int) -> int | None:
-    return None if total is None else -(-total // batch_size)
+def _batches(total: int, batch_size: int) -> int:
+    return -(-total // batch_size)
 
 
 def _files(path: Path) -> list[Path]:
@@ -118,14 +119,34 @@ def _files(path: Path) -> list[Path]:
     return files
 
 
-def _count_npy(files: Sequence[Path], specs: Sequence[InputSpec]) -> int | None:
-    """How many samples the files hold, from the .npy headers (None when any is an .npz)."""
-    if any(p.suffix.lower() != ".npy" for p in files) or len(specs) != 1:
-        return None
+def _count(files: Sequence[Path], specs: Sequence[InputSpec]) -> int:
+    """How many samples the files hold, from the array headers alone (no data is read)."""
     total = 0
     for path in files:
-        total += len(_split(specs[0], _read_npy(path), path.name))
+        if path.suffix.lower() == ".npy":
+            total += len(_split(_only_input(specs, path.name), _read_npy(path), path.name))
+        else:
+            total += sum(1 for _ in _split_feed(_npz_headers(path), specs, path.name))
     return total
+
+
+def _npz_headers(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz as zero-memory stand-ins of the right shape and dtype (headers only)."""
+    out: dict[str, np.ndarray] = {}
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                if not member.endswith(".npy"):
+                    continue
+                with archive.open(member) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read(f)
+                out[member[:-4]] = np.broadcast_to(np.zeros((), dtype), shape)
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise CalibrationError(f"cannot read {path.name}: {e}") from None
+    return out
 
 
 def _read_npy(path: Path) -> np.ndarray:
