@@ -5,6 +5,7 @@ set is the single run of ``--seed``, and a folder of samples gives what the same
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -58,6 +59,8 @@ def test_a_folder_of_samples_is_the_same_as_each_given_by_input(rounded: Path, t
 def test_table_and_mistakes(rounded: Path, tmp_path: Path) -> None:
     table = gw("compare", MODELS["onnx"], rounded, "--num", "3")
     assert table.returncode == 1 and "mean abs err" in table.stdout and "3 samples" in table.stdout
+    (line,) = [ln for ln in table.stdout.splitlines() if ln.startswith("|a-b| of logits: ")]
+    assert sum(int(n) for n in re.findall(r": (\d+)", line)) == 3 * 10  # every element in one bin
     assert_one_line_error(gw("compare", MODELS["onnx"], rounded, "--num", "0"), "--num needs at least 1")
     assert_one_line_error(gw("compare", MODELS["onnx"], rounded, "--shards", "0"), "--shards needs at least 1")
     assert_one_line_error(gw("compare", MODELS["onnx"], rounded, "--num", "2", "--input", "x.npy"), "--input is for one run")

@@ -16,8 +16,8 @@ from .compare import (
     compare_outputs,
     looks_like_scores,
 )
-from .report import CompareReport, OutputComparison, compare_table, render_compare
-from .samples import HISTOGRAM_EDGES, ErrorStats, ExactSum, SampleComparison, compare_samples, seeded_samples
+from .report import HISTOGRAM_EDGES, CompareReport, OutputComparison, compare_table, histogram_text, render_compare
+from .samples import ErrorStats, ExactSum, SampleComparison, compare_samples, seeded_samples
 
 __all__ = [
     "DEFAULT_TOLERANCES",
@@ -33,6 +33,7 @@ __all__ = [
     "compare_arrays",
     "compare_outputs",
     "compare_table",
+    "histogram_text",
     "load_feeds",
     "looks_like_scores",
     "random_array",

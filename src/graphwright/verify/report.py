@@ -7,16 +7,25 @@ numbers written as the strings ``"inf"``/``"nan"`` so the JSON is strict);
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["CompareReport", "OutputComparison", "compare_table", "render_compare"]
+__all__ = ["HISTOGRAM_EDGES", "CompareReport", "OutputComparison", "compare_table", "histogram_text",
+           "render_compare"]
+
+#: Absolute-error bin edges of a sample set's histogram, 1-2-5 steps from 1e-12 to 1e4 (parsed from
+#: text: the same on every machine).  Bin 0 counts exact zeros, bin 1 errors below the first edge,
+#: the last bin errors from 1e4 up (inf too).
+HISTOGRAM_EDGES = np.array([float(f"{m}e{k}") for k in range(-12, 4) for m in (1, 2, 5)] + [1e4])
 
 
 @dataclass(slots=True)
@@ -44,7 +53,7 @@ class OutputComparison:
     #: Share of rows whose argmax agrees, for classifier-like outputs; else None.
     top1: float | None = None
     #: Over a sample set (``compare --num/--data``): samples run, mean ``|a - b|``, and the counts of
-    #: ``|a - b|`` per bin of :data:`graphwright.verify.samples.HISTOGRAM_EDGES` (None for one run).
+    #: ``|a - b|`` per bin of :data:`HISTOGRAM_EDGES` (None for one run).
     samples: int | None = None
     mean_abs: float | None = None
     histogram: list[int] | None = None
@@ -181,10 +190,21 @@ def render_compare(report: CompareReport, console: Console) -> None:
         count = "" if report.samples is None else f", {report.samples} samples"
         console.print(f"inputs (seed {report.seed}{count}): {_escape(inputs)}", highlight=False)
     console.print(compare_table(report))
+    for o in report.outputs:
+        if o.histogram:
+            console.print(f"|a-b| of {_escape(o.name or o.name_b)}: {histogram_text(o.histogram)}", highlight=False)
     for note in report.notes:
         console.print(f"note: {_escape(note)}", highlight=False)
     style = "green" if report.ok else "red"
     console.print(f"[{style}]{'PASS' if report.ok else 'FAIL'}[/{style}]: {_escape(report.summary())}", highlight=False)
+
+
+def histogram_text(counts: list[int]) -> str:
+    """The non-empty bins of an absolute-error histogram: ``0: 12, [1e-06, 2e-06): 3, ...``."""
+    edges = [format(e, "g") for e in HISTOGRAM_EDGES]
+    inner = ["[" + lo + ", " + hi + ")" for lo, hi in itertools.pairwise(edges)]
+    labels = ["0", "(0, " + edges[0] + ")", *inner, "[" + edges[-1] + ", inf]"]
+    return ", ".join(f"{label}: {n}" for label, n in zip(labels, counts) if n)
 
 
 def _escape(text: str) -> str:

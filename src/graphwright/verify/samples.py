@@ -25,14 +25,9 @@ import numpy as np
 from ..runtime.base import ModelSource, resolve_backend
 from ..runtime.execute import Job, ModelLike, complete_feeds, prepare
 from .compare import looks_like_scores, match_outputs, tolerances_for
-from .report import CompareReport, OutputComparison
+from .report import HISTOGRAM_EDGES, CompareReport, OutputComparison
 
-__all__ = ["HISTOGRAM_EDGES", "ErrorStats", "ExactSum", "SampleComparison", "compare_samples", "seeded_samples"]
-
-#: Absolute-error bin edges, 1-2-5 steps from 1e-12 to 1e4 (parsed from text: the same on every machine).
-#: Bin 0 counts exact zeros, bin 1 errors below the first edge, the last bin errors from 1e4 up (inf too).
-HISTOGRAM_EDGES = np.array([float(f"{m}e{k}") for k in range(-12, 4) for m in (1, 2, 5)] + [1e4])
-
+__all__ = ["ErrorStats", "ExactSum", "SampleComparison", "compare_samples", "seeded_samples"]
 
 class ExactSum:
     """A sum of floats kept exactly (non-overlapping partials, Shewchuk's expansion), so adding
