@@ -263,6 +263,8 @@ def test_refusals_name_what_is_wrong() -> None:
         quantize_static_tflite(float_model(), {k: v for k, v in ranges.items() if k != missing}, QuantOptions())
     with pytest.raises(TransformError, match="already quantized"):
         quantize_static_tflite(gw.load(get_model("tflite_real", "landmarks_int8").path), ranges, QuantOptions())
+    with pytest.raises(TransformError, match=r"DEQUANTIZE .*quantize its float32 original"):
+        quantize_static_tflite(gw.load(get_model("tflite_real", "landmarks_float16").path), ranges, QuantOptions())
     with pytest.raises(TransformError, match="int8 or int16"):
         quantize_static_tflite(float_model(), ranges, QuantOptions(activation_type="uint8"))
     with pytest.raises(TransformError, match="io_type must be float32 or int16"):

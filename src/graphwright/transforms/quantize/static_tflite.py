@@ -74,6 +74,10 @@ def _check(model: Model, options: QuantOptions) -> str:
             if value.quant is not None and value.quant.scale.size:
                 raise TransformError(f"the model is already quantized (tensor {value.name!r} has a scale); "
                                      "quantize its float original")
+        for node in graph:
+            if node.op in ("QUANTIZE", "DEQUANTIZE"):
+                raise TransformError(f"the model already converts types ({node.op} {node.name!r}: float16 or "
+                                     "quantized weights); quantize its float32 original")
     return options.activation_type
 
 
