@@ -102,6 +102,29 @@ def op_zoo(opset: int = 17) -> onnx.ModelProto:
     return model
 
 
+def branch_capture(opset: int = 17) -> onnx.ModelProto:
+    """Conv -> c, then ``If(flag)`` whose branches read ``c`` from the outer graph (Relu / Sigmoid)
+    and a Mul in the main graph reading ``c`` and the If's output."""
+    rng = np.random.default_rng(4)
+    inits = [_init("W", rng.normal(0, 0.3, (4, 3, 3, 3)).astype(np.float32)),
+             _init("B", rng.normal(0, 0.1, (4,)).astype(np.float32))]
+    then = helper.make_graph([helper.make_node("Relu", ["c"], ["t"], "then_relu")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4, 6, 6])])
+    other = helper.make_graph([helper.make_node("Sigmoid", ["c"], ["e"], "else_sigmoid")], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4, 6, 6])])
+    nodes = [helper.make_node("Conv", ["x", "W", "B"], ["c"], "conv"),
+             helper.make_node("If", ["flag"], ["branch"], "if", then_branch=then, else_branch=other),
+             helper.make_node("Mul", ["c", "branch"], ["y"], "mul")]
+    graph = helper.make_graph(
+        nodes, "branch_capture",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+         helper.make_tensor_value_info("flag", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 6])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
 def smooth_images(shape: tuple[int, ...], count: int, seed: int) -> list[np.ndarray]:
     """Natural-image-like NCHW tensors: upsampled coarse noise plus a little fine noise."""
     rng = np.random.default_rng(seed)

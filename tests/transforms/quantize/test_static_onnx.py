@@ -30,6 +30,7 @@ from graphwright.transforms.quantize.static_onnx import quantize_static_onnx  # 
 
 from ._onnx_quant_models import (  # noqa: E402
     all_ort_op_types,
+    branch_capture,
     op_zoo,
     ort_quantize,
     ort_ranges,
@@ -71,9 +72,17 @@ def _initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def _nodes(model: onnx.ModelProto) -> Counter:
+    """Every node (op, domain, inputs, outputs, axis), those of If/Loop bodies too."""
     def axis(n):
         return tuple(helper.get_attribute_value(a) for a in n.attribute if a.name == "axis")
-    return Counter((n.op_type, n.domain, tuple(n.input), tuple(n.output), axis(n)) for n in model.graph.node)
+
+    def walk(graph):
+        for n in graph.node:
+            yield n
+            for a in n.attribute:
+                for body in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                    yield from walk(body)
+    return Counter((n.op_type, n.domain, tuple(n.input), tuple(n.output), axis(n)) for n in walk(model.graph))
 
 
 def assert_same_model(theirs: onnx.ModelProto, ours: onnx.ModelProto) -> None:
@@ -389,3 +398,20 @@ def test_4bit_weights_are_refused(tmp_path: Path) -> None:
     onnx.save(_conv_model(17), tmp_path / "conv.onnx")
     with pytest.raises(TransformError, match="use quantize_weights for 4-bit weights"):
         quantize_static_onnx(gw.load(tmp_path / "conv.onnx"), {}, QuantOptions(weight_type="int4"))
+
+
+def test_if_branches_keep_reading_the_float_tensor(tmp_path: Path) -> None:
+    """Only main-graph readers move to the DequantizeLinear output, as in onnxruntime."""
+    src = tmp_path / "branch.onnx"
+    onnx.save(branch_capture(), src)
+    feeds = [{"x": x, "flag": np.array(i % 2 == 0)} for i, x in enumerate(smooth_images((1, 3, 8, 8), 4, seed=3))]
+    ranges, data = ort_ranges(src, feeds, tmp_path)
+    theirs = ort_quantize(src, tmp_path / "ort.onnx", data, tmp_path)
+    ours, _ = _ours(src, tmp_path / "gw.onnx", ranges)
+    assert_same_model(theirs, ours)
+    branch = next(n for n in ours.graph.node if n.op_type == "If")
+    assert [n.input for body in branch.attribute for n in body.g.node] == [["c"], ["c"]]
+    assert next(n for n in ours.graph.node if n.op_type == "Mul").input[0] == "c_DequantizeLinear_Output"
+    for feed in feeds[:2]:
+        np.testing.assert_allclose(_run(tmp_path / "gw.onnx", feed)[0], _run(tmp_path / "ort.onnx", feed)[0],
+                                   rtol=0, atol=1e-6)

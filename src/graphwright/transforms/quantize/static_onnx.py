@@ -257,12 +257,18 @@ class _Writer:
         else:
             self.graph.insert_before(self.head, nodes)
 
+    def redirect(self, value: Value, out: Value) -> None:
+        """Readers of ``value`` in the main graph read ``out``; If/Loop bodies keep the float value."""
+        for node, index in value.uses():
+            if node.graph is self.graph:
+                node.replace_input(index, out)
+
     def dequantize_constant(self, value: Value, qp: QParams) -> None:
         name = value.name
         codes = self.initializer(quantize(value.const.numpy(), qp), f"{name}_quantized", qp.dtype)
         scale, zero = self.scale_zero(name, qp)
         out = Value(self.names.fresh(f"{name}_DequantizeLinear_Output"), DType.FLOAT32, value.shape)
-        value.replace_all_uses_with(out)
+        self.redirect(value, out)
         self.at_head([self.node("DequantizeLinear", [codes, scale, zero], out, f"{name}_DequantizeLinear", qp.axis)])
         self.done[value] = (scale, zero, qp)
         self.replaced.append(value)
@@ -278,9 +284,11 @@ class _Writer:
         name = value.name
         out = Value(name if value.is_graph_output else self.names.fresh(f"{name}_DequantizeLinear_Output"),
                     DType.FLOAT32, value.shape)
-        if value.is_graph_output:
+        if value.is_graph_output:  # the DequantizeLinear takes the name: every reader follows it
             value.name = self.names.fresh(f"{name}_QuantizeLinear_Input")
-        value.replace_all_uses_with(out)
+            value.replace_all_uses_with(out)
+        else:
+            self.redirect(value, out)
         codes = Value(self.names.fresh(f"{name}_QuantizeLinear_Output"), qp.dtype, value.shape)
         pair = [self.node("QuantizeLinear", [value, scale, zero], codes, f"{name}_QuantizeLinear", None),
                 self.node("DequantizeLinear", [codes, scale, zero], out, f"{name}_DequantizeLinear", None)]
