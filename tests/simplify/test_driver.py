@@ -198,3 +198,60 @@ def test_passes_recurse_into_loop_bodies() -> None:
     inner = next(iter(m.graph)).attrs["body"].value
     assert sorted(n.op for n in inner) == ["Add", "Identity", "Mul"]  # cond passthrough keeps its output name
     same_outputs(p, m)
+
+
+def _if_model(path: Path, *, constant_condition: bool) -> onnx.ModelProto:
+    """y = If(c, then: x + w, else: x - w); ``c`` a constant or a graph input."""
+    w = np.random.default_rng(0).standard_normal(128).astype(np.float32)
+    then = helper.make_graph([helper.make_node("Add", ["x", "w"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Sub", ["x", "w"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    inputs = [vi("x", F, ["N", 128])]
+    inits = [init("w", w)]
+    if constant_condition:
+        inits.append(init("c", np.array(True)))
+    else:
+        inputs.append(helper.make_tensor_value_info("c", TensorProto.BOOL, []))
+    proto = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                  inputs, [vi("y", F, ["N", 128])], inits)[1]
+    onnx.save(proto, str(path))
+    return proto
+
+
+def test_an_if_left_in_place_costs_no_snapshot_and_no_onnxruntime_session(tmp_path: Path, monkeypatch) -> None:
+    """The detectors' peak memory: a serialized copy of the model and an onnxruntime session of the
+    result were made for every model with an If, resolved or not (3x the file on top of the run)."""
+    from graphwright.runtime import ModelSource
+    from graphwright.simplify import driver
+
+    path = tmp_path / "if.onnx"
+    _if_model(path, constant_condition=False)
+    made: list[str] = []
+    real_from_model, real_loads = ModelSource.from_model, driver._loads
+    monkeypatch.setattr(ModelSource, "from_model", classmethod(lambda cls, m: made.append("snapshot")
+                                                                  or real_from_model.__func__(cls, m)))
+    monkeypatch.setattr(driver, "_loads", lambda m: made.append("session") or real_loads(m))
+    result, _ = simplify(path)
+    assert [n.op for n in result.graph] == ["If"] and made == []
+    for n in (1, 3):
+        _assert_close(_outputs(path, {"N": n}, n), _outputs(result, {"N": n}, n))
+
+
+def test_a_resolved_if_refused_by_onnxruntime_gives_the_file_back(tmp_path: Path, monkeypatch) -> None:
+    """Given a path, the original is the file itself (reloaded, not kept in memory as a copy)."""
+    from graphwright.simplify import driver
+
+    path = tmp_path / "if.onnx"
+    _if_model(path, constant_condition=True)
+    resolved, _ = simplify(path)
+    assert [n.op for n in resolved.graph] == ["Add"]  # onnxruntime accepts the resolved branch
+    real_loads = driver._loads
+    # the original (a file) loads as before; the model without its If is refused
+    monkeypatch.setattr(driver, "_loads", lambda m: real_loads(m) and (
+        not hasattr(m, "graph") or any(n.op == "If" for n in m.graph)))
+    result, report = simplify(path)
+    assert any("returned unchanged" in w for w in report.warnings)
+    assert onnx_format.serialize(result) == onnx_format.serialize(gw.load(path))
+    for n in (2, 5):
+        _assert_close(_outputs(path, {"N": n}, n), _outputs(result, {"N": n}, n))

@@ -169,7 +169,7 @@ def simplify(
     reference = _reference(model_or_path, model) if check_n > 0 else None
     # Resolving an If can expose a branch onnxruntime refuses once it is no longer behind the
     # If (spec-invalid ops its optimizer tolerated); keep what is needed to give the model back.
-    before_if = _snapshot(model) if _has_if(model) else None
+    before_if = _original(model_or_path, model)
     report = SimplifyReport(ModelStats.of(model, file_bytes), ModelStats.of(model))
     if overwrite_input_shapes:
         apply_input_shapes(model, overwrite_input_shapes)
@@ -213,8 +213,8 @@ def simplify(
         if any(fused) and "eliminate_dead_code" in passes:
             runner.run(report.iterations, "eliminate_dead_code")
     report.warnings.extend(dict.fromkeys(runner.ctx.warnings))
-    if before_if is not None and not _loads(model) and _loads(before_if):
-        model = formats.onnx.load(Path("<simplify: original>"), before_if.data)
+    if before_if is not None and _resolved_an_if(report) and not _loads(model) and _loads(before_if):
+        model = _reload(before_if)
         report.warnings.append("the simplified model does not load in onnxruntime although the original does "
                                "(a resolved If exposed ops it refuses); the model is returned unchanged")
     report.after = ModelStats.of(model)
@@ -228,8 +228,27 @@ def _has_if(model: Model) -> bool:
     return any(node.op == "If" and node.domain in ("", "ai.onnx") for g in all_graphs(model) for node in g)
 
 
-def _snapshot(model: Model) -> ModelSource:
-    return ModelSource.from_model(model)
+def _original(model_or_path: Model | str | os.PathLike[str], model: Model) -> ModelSource | None:
+    """What gives the model back if a resolved If leaves it unloadable: None without an If, the
+    file itself for a path (nothing read: a copy of the weights is what made simplify's peak 3x
+    the file on detectors), a serialized snapshot for a Model given in memory (it changes in place)."""
+    if not _has_if(model):
+        return None
+    if isinstance(model_or_path, Model):
+        return ModelSource.from_model(model)
+    return ModelSource.from_path(model_or_path, format="onnx")
+
+
+def _reload(source: ModelSource) -> Model:
+    if source.written:  # a snapshot of a Model given in memory
+        return formats.onnx.load(Path("<simplify: original>"), source.data)
+    assert source.path is not None
+    return _load(source.path)[0]
+
+
+def _resolved_an_if(report: SimplifyReport) -> bool:
+    """Whether a pass replaced an If by its branch (only then can the result fail where the original loaded)."""
+    return any(record.name == "inline_constant_if" and record.changed for record in report.passes)
 
 
 def _loads(model: object) -> bool:
