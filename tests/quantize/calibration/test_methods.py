@@ -102,3 +102,15 @@ def test_compute_ranges_options_and_empty_values() -> None:
         compute_ranges(stats, "mse", dtype="int4")
     with pytest.raises(CalibrationError, match="no statistics for value 'b'"):
         compute_ranges(stats, names=["b"])
+
+
+@pytest.mark.parametrize("values", [[0.0] * 4, [3.0] * 4, [-2.5] * 4, [-1.0, 2.0], [1e-30, -1e-30], [3e38, -3e38]])
+def test_every_method_keeps_tiny_and_degenerate_data_in_range(values: list[float]) -> None:
+    x = np.array(values, np.float32)
+    s = _stats(x)
+    for method in ("minmax", "percentile", "entropy", "mse"):
+        lo, hi = value_range(s, method)
+        assert lo <= hi and np.isfinite([lo, hi]).all()
+        assert abs(lo - x.min()) <= s.width and abs(hi - x.max()) <= s.width, method  # nothing to clip
+        neg, pos = value_range(s, method, symmetric=True)
+        assert neg == -pos and abs(pos - np.abs(x).max()) <= s.width, method

@@ -190,7 +190,8 @@ def mse_range(stats: ValueStats, *, dtype: str = "int8", symmetric: bool = False
     Symmetric: ``lo = -T, hi = T`` on the |x| histogram, ``T`` over every bin edge up to
     ``max |x|``.  Asymmetric: ``lo`` over the edges in ``[min, 0]`` and ``hi`` over the edges in
     ``[0, max]`` (quantizers keep zero in range), every pair evaluated at once from prefix sums
-    (O(bins**2) memory at worst, typically a quarter of it).  Ties go to the wider range.
+    (O(bins**2) memory at worst, typically a quarter of it).  Ties go to the wider range; a bound
+    within one bin of the data's extreme becomes the extreme.
     """
     steps = 2 ** _bits(dtype) - 1
     w = stats.width
@@ -212,7 +213,15 @@ def mse_range(stats: ValueStats, *, dtype: str = "int8", symmetric: bool = False
     delta = (hi_c[None, :] - lo_c[:, None]) / steps
     total = low_cost[:, None] + high_cost[None, :] + inside * delta * delta / 12.0
     i, j = _argmin_widest(total)
-    return (max(float(lo_c[i]), stats.min), min(float(hi_c[j]), stats.max))
+    lo = _snap(max(float(lo_c[i]), stats.min), stats.min, w)
+    hi = _snap(min(float(hi_c[j]), stats.max), stats.max, w)
+    return (min(lo, stats.max), max(hi, stats.min))
+
+
+def _snap(bound: float, extreme: float, w: float) -> float:
+    """The data's ``extreme`` when ``bound`` is within one bin of it (the error model reads bin
+    centres, so it cannot tell those bounds apart), else ``bound``."""
+    return extreme if abs(extreme - bound) <= w else bound
 
 
 def _mse_symmetric(stats: ValueStats, steps: int, w: float) -> Range:
@@ -225,7 +234,7 @@ def _mse_symmetric(stats: ValueStats, steps: int, w: float) -> Range:
     delta = 2.0 * t / steps
     total = _outside_cost(n0, n1, n2, t) + w * w / 12.0 * n0 + s0[above] * delta * delta / 12.0
     k = int(np.flatnonzero(total <= total.min())[-1])
-    return _finish(stats, float(t[k]), True)
+    return _finish(stats, _snap(min(float(t[k]), _absmax(stats)), _absmax(stats), w), True)
 
 
 def _edge_candidates(limit: float, w: float, *, negative: bool) -> np.ndarray:
