@@ -8,8 +8,8 @@ shapes, int8 weight bytes, scales, zero points and axes — and LiteRT must give
 on both.  Real models: the cached ``landmarks`` and ``transformer`` conversions
 (tests/models/build_tflite_real.py); per operator: a small TensorFlow function converted here in
 a child process (cached in pytest's cache) with a big depthwise filter (axis 3), TRANSPOSE_CONV,
-BATCH_MATMUL with a constant, a GATHER table read twice, an all-zero output channel and
-half-way weights (rounding ties), in per-channel and per-tensor mode, and a Keras LSTM (its
+BATCH_MATMUL with a constant, a GATHER table read twice, a GATHER table another operator reads
+too, an all-zero output channel and half-way weights (rounding ties), in per-channel and per-tensor mode, and a Keras LSTM (its
 weights live in a WHILE body subgraph) and Keras 2 LSTMs (one UNIDIRECTIONAL_SEQUENCE_LSTM).  (LiteRT's per-tensor hybrid DEPTHWISE_CONV_2D kernel
 returns garbage on the converter's own per-tensor file, so per-tensor outputs are not compared.)
 
@@ -64,6 +64,7 @@ fc_w = rng.normal(0, 0.3, (128, 48)).astype(np.float32)
 fc_b = rng.normal(0, 0.1, (48,)).astype(np.float32)
 bmm_w = rng.normal(0, 0.3, (2, 48, 24)).astype(np.float32)
 table = rng.normal(0, 1.0, (100, 24)).astype(np.float32)
+table2 = rng.normal(0, 1.0, (64, 24)).astype(np.float32)           # one GATHER and a MUL read it
 
 @tf.function
 def ops(x, ids):
@@ -76,7 +77,8 @@ def ops(x, ids):
     f = tf.matmul(tf.tile(tf.reshape(tf.reduce_mean(y, [1, 2]), [1, 1, 16]), [2, 5, 8]), fc_w) + fc_b
     b = tf.matmul(f, bmm_w)
     g = tf.gather(table, ids) * tf.gather(table, ids[:, ::-1])
-    return s, b, g, v
+    h = tf.gather(table2, ids) + tf.reduce_sum(table2 * tf.reduce_mean(x), 0)
+    return s, b, g, v, h
 
 def save(name, make, modes=("float", "dynamic", "pertensor", "float16")):
     for mode in modes:

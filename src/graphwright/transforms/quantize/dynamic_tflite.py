@@ -12,7 +12,7 @@ representative dataset, from the float model alone::
   LiteRT's hybrid kernels quantize the float input at run time;
 * BATCH_MATMUL's constant right operand is int8 per tensor (v4, ``asymmetric_quantize_inputs``);
 * GATHER gathers from an int8 table (per tensor, v2) and a DEQUANTIZE (v2) follows it; a table
-  several operators read is DEQUANTIZE'd once instead and its GATHERs stay float (v1);
+  several GATHERs read is DEQUANTIZE'd once instead and its GATHERs stay float (v1);
 * UNIDIRECTIONAL_SEQUENCE_LSTM: all its gate weights int8 per tensor (v3,
   ``asymmetric_quantize_inputs``), or none when one has fewer than 1024 elements;
 * weights below 1024 elements stay float, and so do the operators the converter leaves alone
@@ -123,7 +123,7 @@ class _Run:
             self.counts["nodes_left_float"] += int(has_float_constant(node, slot.operand))
             return
         axis = slot.axis if self.options.per_channel else None
-        if node.op == "GATHER" and (len(weight.uses()) > 1 or (id(weight), -1) in self.made):
+        if node.op == "GATHER" and ((id(weight), -1) in self.made or self._gathers(weight) > 1):
             self._dequantized_table(graph, node, weight)
             return
         quantized = self._int8(graph, weight, axis)
@@ -138,6 +138,11 @@ class _Run:
         self.versions[node.op] = max(self.versions.get(node.op, 1), hybrid_version(node, per_channel))
         self.counts["nodes_quantized"] += 1
         _retire(graph, weight, quantized)
+
+    def _gathers(self, table: Value) -> int:
+        """How many GATHERs this pass quantizes read ``table`` (other readers keep the float table)."""
+        return sum(1 for user, index in table.uses() if user.op == "GATHER" and index == 0
+                   and not self.options.excluded(user.op, user.name) and _float_activations(user))
 
     def _all_or_nothing(self, graph: Graph, node: Node) -> None:
         """A sequence LSTM: every gate weight int8 per tensor, or none (the converter's rule)."""
