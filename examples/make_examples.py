@@ -3,8 +3,8 @@
     python examples/make_examples.py
 
 Writes ``small_cnn.pb`` (frozen TF GraphDef), ``small_cnn.onnx`` (torch
-export, BatchNormalization kept), ``small_cnn.tflite`` (full-integer int8) and
-``README.md``, verifying each file with its own runtime.  Needs TensorFlow,
+export, BatchNormalization kept), ``small_cnn.tflite`` (full-integer int8), ``small_cnn_float.tflite`` (the same
+network in float32, what ``graphwright quantize`` starts from) and ``README.md``, verifying each file with its own runtime.  Needs TensorFlow,
 torch, onnx, onnxruntime and ai-edge-litert; reuses the model helpers of
 ``tests/models`` so that examples and test models are made the same way.
 """
@@ -126,6 +126,24 @@ def make_tflite(path: Path) -> Row:
     return (path.name, inp["name"], shape, "int8", ", ".join(o["name"] for o in outs), note)
 
 
+def make_tflite_float(path: Path) -> Row:
+    """The Keras CNN of :func:`make_tflite`, converted without quantization (float32)."""
+    keras.utils.set_random_seed(SEED)
+    model = small_cnn((32, 32, 3), num_classes=10)
+    randomize_keras_model(model, SEED)
+    path.write_bytes(convert_keras(model, int8=False))
+    from ai_edge_litert.interpreter import Interpreter  # lazy: as make_tflite
+
+    interp = Interpreter(model_path=str(path))
+    (inp,), outs = interp.get_input_details(), interp.get_output_details()
+    x = np.random.default_rng(SEED).random(inp["shape"], dtype=np.float32)
+    (got,) = run_tflite(path, {inp["name"]: x})
+    assert got.dtype == np.float32 and got.shape == (1, 10)
+    shape = str(tuple(int(d) for d in inp["shape"]))
+    note = "the network of `small_cnn.tflite` in float32 (TFLiteConverter.from_keras_model, no quantization)"
+    return (path.name, inp["name"], shape, "float32", ", ".join(o["name"] for o in outs), note)
+
+
 def write_readme(rows: list[Row]) -> None:
     lines = [
         "# Example models",
@@ -154,6 +172,7 @@ def main() -> None:
         make_graphdef(HERE / "small_cnn.pb"),
         make_onnx(HERE / "small_cnn.onnx"),
         make_tflite(HERE / "small_cnn.tflite"),
+        make_tflite_float(HERE / "small_cnn_float.tflite"),
     ]
     write_readme(rows)
     for file, name, shape, _, outs, _ in rows:
