@@ -175,3 +175,22 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     piped = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout + piped.stderr
     assert "calibrating" not in piped.stderr and "NO CALIBRATION DATA" in piped.stderr
+
+
+def test_sharded_calibration_gives_the_one_process_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--shards 2 (processes) and --ray (a local cluster) collect the calibration statistics over
+    workers; the merged statistics are exact, so the ranges file and the model are byte for byte
+    those of one process, for a histogram method too."""
+    src = mlp(tmp_path / "mlp.onnx")
+    data = _data_dir(tmp_path / "data", samples(40))
+    outputs = {}
+    for label, extra in (("one", []), ("shards", ["--shards", 2]), ("ray", ["--shards", 2, "--ray"])):
+        out, ranges = tmp_path / f"{label}.onnx", tmp_path / f"{label}.json"
+        rc, _, stderr = _main(capsys, "quantize", src, out, "--mode", "static", "--method", "percentile", "--data",
+                              data, "--samples", 30, "--save-ranges", ranges, "--no-report", *extra)
+        assert rc == 0, stderr
+        outputs[label] = (out.read_bytes(), ranges.read_text())
+    assert outputs["shards"] == outputs["one"] and outputs["ray"] == outputs["one"]
+    assert json.loads(outputs["one"][1])["method"] == "percentile"
+    rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "x.onnx", "--mode", "static", "--shards", 0)
+    assert rc == 2 and "--shards needs a count of at least 1" in stderr

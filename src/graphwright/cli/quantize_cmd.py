@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..batch.calibration_shards import collect_statistics_sharded
 from ..errors import TransformError
 from ..formats import save
 from ..formats.files import same_file
@@ -75,6 +76,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", choices=("generic", "onnxruntime"), default="generic",
                    help="ONNX: standard ops only, or also onnxruntime's contrib ops (MatMulNBits)")
     p.add_argument("--minimum-size", type=int, default=1024, metavar="N", help="ONNX weights-only: smallest initializer quantized, in elements (default 1024)")
+    p.add_argument("--shards", type=int, default=1, metavar="N",
+                   help="collect calibration statistics in N processes (or Ray tasks with --ray); same ranges")
+    p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                   help="run the calibration shards as Ray tasks (ADDRESS, e.g. auto or ray://host:10001; none: "
+                        "a local cluster); needs the [ray] extra")
     p.add_argument("--html", metavar="FILE", help="also write the report as a self-contained HTML file")
     p.add_argument("--no-report", action="store_true", help="skip the accuracy and latency report")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -107,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             symmetric_activations=args.symmetric_activations, io_type=args.io_type, bits=args.bits,
             block_size=args.block_size, target=args.target, exclude_ops=args.exclude_ops,
             exclude_nodes=args.exclude_nodes, keep_float=args.keep_float, minimum_size=args.minimum_size,
-            report=not args.no_report, on_progress=on_progress)
+            report=not args.no_report, on_progress=on_progress, collect=_sharded_collector(args))
     save(model, args.output)
     if args.save_ranges:
         if not report.ranges:
@@ -123,6 +129,22 @@ def run(args: argparse.Namespace) -> int:
     elif not args.quiet:
         render_report(report, stdout(), title=f"{args.input} -> {args.output}")
     return 0
+
+
+def _sharded_collector(args: argparse.Namespace) -> Any:
+    """With ``--shards N`` (N > 1) or ``--ray``: the calibration samples' statistics collected
+    over processes or Ray tasks from the input file, merged exactly (the one-process result)."""
+    if args.shards < 1:
+        raise TransformError(f"--shards needs a count of at least 1, got {args.shards}")
+    if args.shards == 1 and args.ray is None:
+        return None
+
+    def collect(model: Any, samples: Any, on_progress: Any) -> Any:
+        return collect_statistics_sharded(args.input, list(samples), shards=args.shards,
+                                          use_ray=args.ray is not None, address=args.ray or None,
+                                          on_progress=on_progress)
+
+    return collect
 
 
 def _write_atomic(path: str, text: str) -> None:

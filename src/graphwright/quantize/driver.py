@@ -68,6 +68,8 @@ SENSITIVITY_SAMPLES = 8
 LATENCY_RUNS = 10
 
 Progress = Callable[[int, int, str], None]
+#: ``collect(model, calibration samples, on_progress) -> Statistics`` (see :func:`quantize`).
+Collector = Callable[[Model, Iterator[Mapping[str, np.ndarray]], "Progress | None"], "calibration.Statistics"]
 
 
 def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: str | os.PathLike[str] | None = None,
@@ -78,8 +80,14 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
              io_type: str = "float32", bits: int = 8, block_size: int = 128, target: str = "generic",
              exclude_ops: Iterable[str] = (), exclude_nodes: Iterable[str] = (),
              keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
-             report: bool = True, on_progress: Progress | None = None) -> tuple[Model, QuantReport]:
-    """Quantize a model (see the module docstring); returns the quantized model and its report."""
+             report: bool = True, on_progress: Progress | None = None,
+             collect: Collector | None = None) -> tuple[Model, QuantReport]:
+    """Quantize a model (see the module docstring); returns the quantized model and its report.
+
+    ``collect(model, samples, on_progress)`` replaces the one-process statistics collection
+    (``graphwright quantize --shards N [--ray]`` passes one that shards the calibration samples
+    over processes or Ray tasks; it must return what ``collect_statistics`` would).
+    """
     started = time.perf_counter()
     original = _load(model_or_path)
     kind = _mode(original.format, mode)
@@ -102,7 +110,7 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     table = given if given is not None else {}
     if needs_ranges:
         assert source is not None
-        table = _calibrate(original, method, options, source, out, on_progress)
+        table = _calibrate(original, method, options, source, out, on_progress, collect)
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
     model = clone_model(original)
@@ -273,10 +281,13 @@ def _given_ranges(ranges: Ranges | str | os.PathLike[str] | None) -> dict[str, t
 
 
 def _calibrate(model: Model, method: str, options: QuantOptions, source: _SampleSource, out: QuantReport,
-               on_progress: Progress | None) -> dict[str, tuple[float, float]]:
+               on_progress: Progress | None, collect: Collector | None) -> dict[str, tuple[float, float]]:
     start = time.perf_counter()
     progress = _phase(on_progress, "", total=source.calibration_count)  # its label says "calibrating"
-    stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
+    if collect is None:
+        stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
+    else:
+        stats = collect(model, source.calibration(), progress)
     table = calibration.compute_ranges(stats, method, **_method_options(method, options))
     out.calibration_samples = source.calibrated
     out.calibration_seconds = time.perf_counter() - start
