@@ -103,7 +103,8 @@ def entropy_threshold(counts: np.ndarray, quantized_bins: int, *, stride: int = 
     ``quantized_bins`` equal groups (boundaries ``floor(g i / quantized_bins)``), each group's
     total spread evenly over its bins where ``P`` is non-zero.  Both normalized;
     ``KL = sum_{P>0} P log(P / Q)`` (a candidate with ``Q = 0`` where ``P > 0`` is refused).
-    Returns the best ``i`` (``n`` when ``n <= quantized_bins``: nothing to clip).
+    Returns the best ``i``, the largest among equal minima (``n`` when ``n <= quantized_bins``:
+    nothing to clip).
 
     Candidates also start no lower than the bin holding the median of ``|x|``: below it ``P``
     piles most elements into its last bin, and when the kept bins hold a single non-empty one
@@ -119,7 +120,10 @@ def entropy_threshold(counts: np.ndarray, quantized_bins: int, *, stride: int = 
     median = int(np.searchsorted(cum, 0.5 * cum[-1], side="left"))
     i = np.arange(max(quantized_bins, median, 1), n + 1, stride)
     kl = _kl_candidates(counts, cum, i, quantized_bins)
-    return int(i[int(np.argmin(kl))]) if np.isfinite(kl).any() else n
+    if not np.isfinite(kl).any():
+        return n
+    ties = np.flatnonzero(kl <= kl.min() + 1e-12)  # sparse data: KL 0 wherever each bin is its own group
+    return int(i[ties[-1]])  # the widest of equally good thresholds
 
 
 def _kl_candidates(counts: np.ndarray, cum: np.ndarray, i: np.ndarray, quantized_bins: int) -> np.ndarray:
