@@ -256,7 +256,8 @@ def test_onnx_modes_report_what_onnxruntime_runs(tmp_path: Path, mode: str, kwar
     assert ("MatMulNBits" in ops) == (kwargs.get("target") == "onnxruntime")
 
 
-TFLITE_MODES = [("int8", {"io_type": "int8"}), ("16x8", {}), ("dynamic", {}), ("weights", {})]
+TFLITE_MODES = [("int8", {"io_type": "int8"}), ("16x8", {}), ("dynamic", {}), ("weights", {}),
+                ("weights", {"weight_type": "float16"})]
 
 
 @pytest.mark.parametrize(("mode", "kwargs"), TFLITE_MODES, ids=lambda x: str(x))
@@ -283,6 +284,11 @@ def test_tflite_modes_report_what_litert_runs(tmp_path: Path, mode: str, kwargs:
         assert row.sqnr_db > 20
     io = {v.dtype for v in (*model.graph.inputs, *model.graph.outputs)}
     assert io == ({gw.DType.INT8} if kwargs.get("io_type") == "int8" else {gw.DType.FLOAT32})
+    if kwargs.get("weight_type") == "float16":  # what LiteRT reads: float16 weights behind DEQUANTIZE
+        from ai_edge_litert.interpreter import Interpreter
+
+        types = {d["dtype"] for d in Interpreter(model_path=str(out)).get_tensor_details()}
+        assert np.float16 in types and report.size_after < 0.7 * report.size_before
 
 
 def test_progress_names_each_phase_with_its_total(tmp_path: Path) -> None:

@@ -65,8 +65,8 @@ def add_parser(sub: Any) -> None:
                    help="rank the layers by sensitivity and keep the N most sensitive in float (auto:0 ranks only)")
     p.add_argument("--activation-type", choices=("int8", "uint8", "int16"), default=None,
                    help="activation type (default: uint8 for ONNX static, int16 for 16x8, else int8)")
-    p.add_argument("--weight-type", choices=("int8", "uint8", "int4", "uint4"), default=None,
-                   help="weight type (default: int8; int4 with --bits 4)")
+    p.add_argument("--weight-type", choices=("int8", "uint8", "int4", "uint4", "float16"), default=None,
+                   help="weight type (default: int8; int4 with --bits 4; float16: TFLite --mode weights, the converter's float16 model)")
     p.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)")
     p.add_argument("--symmetric-activations", action="store_true", help="zero point 0 for activations")
     p.add_argument("--io-type", choices=("float32", "int8", "uint8", "int16"), default="float32",

@@ -40,7 +40,7 @@ from ..transforms.quantize.quantize_weights import DEFAULT_MINIMUM_SIZE
 from ..transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
 from ..transforms.quantize.static_onnx import quantize_static_onnx
 from ..transforms.quantize.static_tflite import quantize_static_tflite
-from ..transforms.quantize.weights_tflite import quantize_weights_tflite
+from ..transforms.quantize.weights_tflite import quantize_weights_float16_tflite, quantize_weights_tflite
 from ..transforms.registry import TransformResult
 from . import calibration
 from .report import QuantReport, clone_model, compare_models, latency_ms, model_bytes, weighted_layers
@@ -193,6 +193,8 @@ def _apply(model: Model, kind: str, table: Ranges, options: QuantOptions, minimu
         return (quantize_dynamic_onnx if onnx else quantize_dynamic_tflite)(model, options)
     if onnx:
         return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options)
+    if options.weight_type == "float16":
+        return quantize_weights_float16_tflite(model)
     return quantize_weights_tflite(model, options)
 
 

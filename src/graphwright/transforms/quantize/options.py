@@ -29,7 +29,8 @@ __all__ = [
 #: The ``format`` key a ranges file carries.
 RANGES_FORMAT = "graphwright.ranges/1"
 ACTIVATION_TYPES = ("int8", "uint8", "int16")
-WEIGHT_TYPES = ("int8", "uint8", "int4", "uint4")
+#: ``float16`` is TFLite weight-only (the converter's float16 mode).
+WEIGHT_TYPES = ("int8", "uint8", "int4", "uint4", "float16")
 
 Ranges = Mapping[str, tuple[float, float]]
 

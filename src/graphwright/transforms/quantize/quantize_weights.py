@@ -38,7 +38,7 @@ from ..context import TransformContext
 from ..registry import TransformResult, transform
 from .options import QuantOptions
 from .quantize_weights_onnx import quantize_onnx_initializers
-from .weights_tflite import quantize_weights_tflite
+from .weights_tflite import quantize_weights_float16_tflite, quantize_weights_tflite
 
 __all__ = ["DEFAULT_MINIMUM_SIZE", "quantize_min_first", "quantize_weights", "weight_range"]
 
@@ -63,6 +63,8 @@ def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int =
                                      block_size=block_size, symmetric_weights=symmetric, target=target,
                                      exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
         if model.format == "tflite":
+            if options.weight_type == "float16":
+                return quantize_weights_float16_tflite(model)
             return quantize_weights_tflite(model, options)
         return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options)
     if bits != 8:
