@@ -338,13 +338,15 @@ def main() -> int:
         print_table(load_rows(args.render), lambda r: r.tool.startswith("ort-"))
         return 0
     rows: list[Row] = []
+    json_path = args.json.resolve() if args.json else None
     with tempfile.TemporaryDirectory(prefix="gw-quant-onnx-") as tmp:
+        os.chdir(tmp)  # onnxruntime's pre-processing writes its external-data and temporary files to the cwd
         for name in args.models.split(","):
             row = Row(name, "-", "build")
             got = attempt(row, lambda name=name: bench_model(name, args.modes.split(","), args, Path(tmp)))
             rows.extend(got if got is not None else [row])
-            if args.json:
-                args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1, default=str))
+            if json_path:
+                json_path.write_text(json.dumps([asdict(r) for r in rows], indent=1, default=str))
     print(f"\nonnxruntime {__import__('onnxruntime').__version__}, {os.cpu_count()} cpus, calib {args.calib}, "
           f"eval {args.eval}, runs {args.runs}\n")
     print_table(rows, lambda r: r.tool.startswith("ort-"))
