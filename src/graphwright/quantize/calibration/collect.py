@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import formats
 from ...errors import VerificationError
-from ...ir import Model
+from ...ir import DType, Model
 from ...runtime import input_specs
 from ...runtime.intermediates import prepare_intermediates
 from .data import Feed, batch_feeds
@@ -51,8 +51,8 @@ def activation_names(model: Model) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _maybe_float(dtype: Any) -> bool:
-    return dtype is None or dtype.is_float or dtype.value == "undefined"
+def _maybe_float(dtype: DType | None) -> bool:
+    return dtype is None or dtype is DType.UNDEFINED or dtype.is_float
 
 
 def collect_statistics(model: Model | str | os.PathLike[str], samples: Iterable[Feed] | Callable[[], Iterable[Feed]],
@@ -73,12 +73,11 @@ def collect_statistics(model: Model | str | os.PathLike[str], samples: Iterable[
                                "graphwright calibrate (the eight-bit flow)")
     if engine not in ENGINES:
         raise CalibrationError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    wanted = activation_names(ir) if values is None else list(values)
-    session = _prepare(ir, wanted, engine)
-    stats = Statistics(bins)
     specs = input_specs(ir)
     if batch_size != 1:  # refuses a bad size or a fixed batch axis before anything runs
         next(batch_feeds(iter(()), specs, batch_size), None)
+    stats = Statistics(bins)
+    session = _prepare(ir, activation_names(ir) if values is None else list(values), engine)
     stream = samples() if callable(samples) else samples
     total = _total(stream)
     label = f"calibrating on {session.backend}"
