@@ -158,6 +158,11 @@ WIDE = [
     "hf_distilbert-ts-dyn", "hf_roberta-ts-dyn", "hf_bert-dynamo-dyn", "hf_vit-ts-dyn", "hf_llama_kv-ts-dyn",
     "hf_whisper_encoder-ts-dyn", "hf_clip-ts-dyn", "hf_wav2vec2-ts-dyn", "hf_segformer-ts-dyn",
     "timm_mobilevit_xxs-ts-dyn", "timm_levit_128s-ts-dyn", "timm_efficientformer_l1-ts-dyn", "gru_loop-ts-dyn",
+    "timm_convnext_atto-ts-dyn", "timm_vit_dynamic_img-dynamo-dyn", "hf_deit-ts-dyn", "hf_swin-ts-dyn",
+    "hf_whisper_decoder-dynamo-dyn", "tv_r3d_18-dynamo-dyn",
+    # detection: NMS inside If branches that read quantized tensors of the main graph
+    "tv_ssdlite320_mobilenet_v3_large-ts-dyn", "tv_fasterrcnn_mobilenet_v3_large_fpn-ts-dyn",
+    "tv_retinanet_resnet50_fpn-ts-dyn", "tv_fcos_resnet50_fpn-ts-dyn",
 ]
 
 
