@@ -15,7 +15,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from graphwright import formats
 from graphwright.formats import onnx as onnx_format
+from graphwright.formats.onnx import ExternalTensor
 from graphwright.formats.onnx.mapped import MAP_MIN_BYTES, MappedTensor, load_mapped
 from graphwright.ir import Attr, Node, Tensor
 from graphwright.runtime.numpy_onnx import _blocked_transpose_2d
@@ -255,3 +257,47 @@ def test_simplify_folding_batch_norms_holds_about_one_copy(tmp_path: Path) -> No
     assert "OPS ['Conv'] " in proc.stdout, proc.stdout  # every batch norm was folded
     growth_mb = int(proc.stdout.split("GROWTH")[1])
     assert growth_mb < 1.5 * src.stat().st_size / 2**20, proc.stdout
+
+
+def _clear_peak() -> bool:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current RSS
+    except OSError:
+        return False
+    return True
+
+
+def _hwm_mb() -> float:
+    return int(Path("/proc/self/status").read_text().split("VmHWM:")[1].split()[0]) / 1024
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_saving_weights_nothing_read_adds_a_chunk_not_the_tensor(tmp_path: Path, external: bool) -> None:
+    """A 48 MB weight no pass read (memory-mapped inline, or external data) is copied to the new file
+    in chunks of os.pread: the save raises the peak by about one chunk, not by the tensor (it was
+    +49 MB on Faster R-CNN, whose fc6 weight is 49 MB), and the bytes are the original's."""
+    if not _clear_peak():
+        pytest.skip("needs Linux /proc/self/clear_refs")
+    w = np.random.default_rng(0).standard_normal((3072, 4096)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3072])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4096])],
+                              [numpy_helper.from_array(w, "W")])
+    src = tmp_path / "w.onnx"
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    if external:
+        onnx.save(proto, str(src), save_as_external_data=True, location="w.data", size_threshold=0)
+    else:
+        onnx.save(proto, str(src))
+    model = formats.load(src)
+    (weight,) = model.graph.initializers
+    assert isinstance(weight.const.source, ExternalTensor) and not weight.const.is_loaded  # mapped, unread
+    _clear_peak()
+    before = _hwm_mb()
+    onnx_format.save(model, tmp_path / "out.onnx", external_data=external)
+    assert _hwm_mb() - before < 12, "the save held the weight (48 MB) in memory"
+    copy = onnx.load(str(tmp_path / "out.onnx"))
+    np.testing.assert_array_equal(numpy_helper.to_array(copy.graph.initializer[0]), w)
+    assert onnx_format.to_proto(model).graph.initializer[0].raw_data == w.tobytes()  # the in-memory path too
+    x = np.random.default_rng(1).standard_normal((2, 3072)).astype(np.float32)
+    np.testing.assert_allclose(_run(tmp_path / "out.onnx", x), _run(src, x), rtol=0, atol=0)

@@ -9,8 +9,8 @@ at least :data:`MAP_MIN_BYTES` bytes is cut out of a small copy of the message
 and remembered as a byte range of the file; that copy is parsed as usual and
 each cut tensor gets a :class:`MappedTensor` source, read lazily as a
 read-only memory map (like external data, see ``external.py``).  The writer
-streams such a tensor from the map around its header fields, so a round trip
-gives the same bytes.
+copies such a tensor from the file around its header fields (``external.Region``:
+``os.pread`` in chunks, so saving maps nothing), and a round trip gives the same bytes.
 
 Anything unusual (a repeated ``raw_data`` field, external or typed data beside
 it, a file that is not a clean protobuf) keeps that tensor, or the whole file,

@@ -4,7 +4,9 @@
 file beside the destination and renames it into place; the external data file,
 when there is one, is written the same way and renamed first, so a failure at
 any point leaves the previous files untouched and no temporary file behind.
-Peak memory is the IR plus one tensor's bytes at a time.
+Peak memory is the IR plus one tensor's bytes at a time, and
+for a tensor still in its file (memory-mapped inline or external, not read by anything) one
+1 MiB chunk (``external.Region``).
 
 External data is used when asked (``external_data=True``), when the model
 already keeps tensors outside (it was loaded that way), or when the file would
@@ -39,7 +41,7 @@ from .. import files
 from ..files import atomic_path, refuse_overwrite, same_file
 from .external import ExternalTensor
 from .mapped import MappedTensor
-from .tensors import buffer_len, tensor_buffer
+from .tensors import buffer_len, tensor_buffer, write_buffer
 from .wire import len_field_header, varint_len
 from .writer import Builder, ModelParts, data_file_name
 
@@ -258,7 +260,7 @@ def _write_external(parts: ModelParts, out: BinaryIO) -> None:
             raise ModelSaveError(
                 f"tensor {item.name!r}: its data has {length} bytes but its shape and element type need {item.length}"
             )
-        out.write(buffer)
+        write_buffer(out, buffer)
         position += length
 
 

@@ -25,13 +25,13 @@ from onnx import numpy_helper
 from ...errors import ModelLoadError, ModelSaveError
 from ...ir import DType, Tensor
 from .dtypes import dtype_from_onnx, onnx_code, storage_nbytes
-from .external import ExternalDataResolver, ExternalTensor, read_region
+from .external import ExternalDataResolver, ExternalTensor, Region
 from .text import check_tensor_text, not_text
 from .wire import copy_fields, len_field_header, varint_len
 
 __all__ = [
     "read_tensor", "read_sparse_tensor", "TensorEntry", "ProtoEntry", "RawEntry",
-    "tensor_buffer", "buffer_len", "expected_nbytes", "DATA_FIELDS", "EXTERNAL",
+    "tensor_buffer", "buffer_len", "write_buffer", "expected_nbytes", "DATA_FIELDS", "EXTERNAL",
     "MAX_ELEMENTS", "tensor_header", "check_inline",
 ]
 
@@ -211,7 +211,7 @@ def tensor_buffer(tensor: Tensor, name: str) -> Any:
     try:
         source = tensor.source
         if isinstance(source, ExternalTensor):
-            return read_region(source)
+            return Region(source)
         if isinstance(source, onnx.TensorProto) and source.HasField("raw_data") and source.data_location != EXTERNAL:
             return source.raw_data
         array = tensor.numpy()
@@ -231,7 +231,15 @@ def tensor_buffer(tensor: Tensor, name: str) -> Any:
 
 def buffer_len(buffer: Any) -> int:
     """Length in bytes of a buffer returned by :func:`tensor_buffer`."""
-    return buffer.nbytes if isinstance(buffer, (memoryview, np.ndarray)) else len(buffer)
+    return buffer.nbytes if isinstance(buffer, (memoryview, np.ndarray, Region)) else len(buffer)
+
+
+def write_buffer(out: BinaryIO, buffer: Any) -> None:
+    """Write a buffer returned by :func:`tensor_buffer` (a :class:`Region` is copied in chunks)."""
+    if isinstance(buffer, Region):
+        buffer.write_to(out)
+    else:
+        out.write(buffer)
 
 
 class TensorEntry:
@@ -299,7 +307,7 @@ class RawEntry(TensorEntry):
             )
         out.write(self._head_bytes)
         out.write(len_field_header(_RAW_DATA, self.length))
-        out.write(buffer)
+        write_buffer(out, buffer)
         out.write(self._tail_bytes)
 
     def fill(self, dst: onnx.TensorProto) -> None:

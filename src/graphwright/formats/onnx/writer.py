@@ -24,7 +24,7 @@ from ...errors import ModelSaveError
 from ...ir import Graph, Model, Node, Tensor, Value
 from .attrs import write_attr
 from .dtypes import onnx_code
-from .external import ExternalTensor
+from .external import ExternalTensor, Region
 from .mapped import MappedTensor
 from .meta import (
     FUNCTIONS,
@@ -50,7 +50,6 @@ from .tensors import (
     expected_nbytes,
     fresh_proto,
     header_protos,
-    read_region,
     split_proto,
     tensor_buffer,
 )
@@ -300,10 +299,10 @@ class Builder:
             return ProtoEntry(copy)
         if isinstance(source, MappedTensor):  # inline data left in the source file: same bytes, streamed
             head, tail = split_proto(source.proto, name)
-            return RawEntry(head, tail, source.length, lambda: read_region(source), name)
+            return RawEntry(head, tail, source.length, lambda: Region(source), name)
         if isinstance(source, ExternalTensor):
             head, tail = header_protos(tensor, name)
-            return RawEntry(head, tail, source.length, lambda: read_region(source), name)
+            return RawEntry(head, tail, source.length, lambda: Region(source), name)
         length = expected_nbytes(tensor)
         if length is None:
             return ProtoEntry(fresh_proto(tensor, name))
