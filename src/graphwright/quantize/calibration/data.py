@@ -15,7 +15,9 @@ An array may hold one sample (the input's shape) or several stacked on a leading
 extra axis (``[N, *shape]``) or the batch axis itself when the model's batch is 1 or dynamic
 (``[N, ...]`` for an input ``[1, ...]``) — and is split into samples of one; ``batch_size``
 regroups them into batches along axis 0.  A wrong name, dtype or shape is one
-:class:`~.errors.CalibrationError` line naming the file, the input, what it expects and what it got.
+:class:`~.errors.CalibrationError` line naming the file, the input, what it expects and what it got;
+for files that happens when :func:`load_samples` is called, as it counts the samples
+(``Samples.total``) from the array headers (no data read).
 
 :func:`synthetic_samples` makes seeded inputs with the structure of real ones (sample ``i`` depends
 only on ``(seed, i)``, so shards can make their own): images (rank-4 float inputs, NCHW or NHWC
@@ -24,8 +26,9 @@ spectrum luminance field plus weaker colour fields, a random gain and offset, pi
 then normalized (``image_norm``: ImageNet mean/std by default); token ids (integer inputs) from
 the vocabulary of the embedding table that ``Gather``/``GATHER``/``EMBEDDING_LOOKUP`` reads them
 with (log-uniform, Zipf-like; ``[0, 2)`` when no table is found), followed through casts,
-reshapes, constant offsets and selects; inputs whose name holds "mask"
-all ones; other float inputs smooth 1/f noise along their last axis (zero mean, unit std).
+reshapes, constant offsets and selects; inputs whose name holds "mask" all ones; 8-bit rank-4
+inputs with no table behind them as the same images in pixel units; other float inputs smooth 1/f
+noise along their last axis (zero mean, unit std).
 """
 
 from __future__ import annotations
