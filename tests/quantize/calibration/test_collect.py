@@ -78,6 +78,18 @@ def test_minmax_is_onnxruntime_minmax(mobilenet: Any, tmp_path: Path) -> None:
     assert stats.samples == SAMPLES
 
 
+def test_minmax_is_onnxruntime_minmax_on_a_transformer(tmp_path: Path) -> None:
+    from onnxruntime.quantization.calibrate import MinMaxCalibrater
+
+    path = corpus_model("hf_bert-ts-dyn").path  # BERT with dynamic batch and sequence
+    model = load(path)
+    samples = list(synthetic_samples(model, 4, seed=2, dims={"sequence": 24}))
+    theirs = _ort(MinMaxCalibrater, path, samples, tmp_path)
+    ours = compute_ranges(collect_statistics(model, samples), "minmax")
+    assert len(ours) > 50 and ours == {n: theirs[n] for n in ours}
+    assert set(theirs) - set(ours) <= {n for n in theirs if "Constant" in n}  # ORT also reads Constant outputs
+
+
 @pytest.mark.parametrize("symmetric", [False, True])
 def test_percentile_is_onnxruntime_percentile_within_a_bin(mobilenet: Any, tmp_path: Path, symmetric: bool) -> None:
     from onnxruntime.quantization.calibrate import PercentileCalibrater
