@@ -80,7 +80,8 @@ def percentile_range(stats: ValueStats, *, percentile: float = DEFAULT_PERCENTIL
 
     Asymmetric: ``lo = Q((100 - p) / 200)``, ``hi = Q(1 - (100 - p) / 200)`` on the signed
     histogram (half of the cut on each side, as onnxruntime's PercentileCalibrater does), then
-    clipped to ``[min, max]``.  Symmetric: ``T = Q_|x|(p / 100)`` on the |x| histogram, ``(-T, T)``.
+    clipped to ``[min, max]``.  Symmetric: ``T = Q_|x|(p / 100)`` on the |x| histogram, ``(-T, T)``
+    (onnxruntime clips that pair to ``[min, max]`` too; a symmetric quantizer reads ``T`` either way).
     ``Q`` interpolates linearly inside the bin where the cumulative count crosses the target, so
     the result is within one bin width ``w`` of the exact empirical quantile.
     """
