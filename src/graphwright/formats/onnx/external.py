@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import BinaryIO
@@ -49,6 +50,13 @@ class ExternalTensor:
 
     def __repr__(self) -> str:
         return f"ExternalTensor({self.proto.name!r}, {self.path.name}, offset={self.offset}, length={self.length})"
+
+    def read_windows(self, starts: Sequence[int], width: int) -> list[bytes]:
+        """Bytes ``[s, s + width)`` of the tensor's data for each start, by ``os.pread``: nothing is
+        mapped, so sampling a weight (``Tensor.fingerprint``'s windows) leaves it out of this
+        process's memory — through a map, the kernel's fault-around pages in 64 KiB per window."""
+        with _open_checked(self) as f:
+            return [os.pread(f.fileno(), max(0, min(width, self.length - s)), self.offset + s) for s in starts]
 
 
 class ExternalDataResolver:
