@@ -397,6 +397,14 @@ def test_uint8_weights_match_onnxruntime_weight_symmetric(per_channel: bool, sym
     assert_same_model(onnx.load(str(tmp_path / "ort.onnx")), ours)
     zero = _initializers(ours)["Wm_zero_point"]
     assert zero.dtype == np.uint8 and (np.all(zero == 128) if symmetric or per_channel else np.any(zero != 128))
+    # the pipeline transform takes the same options
+    (tmp_path / "ranges.json").write_text(ranges_json(ranges, method="minmax"))
+    model = gw.load(src)
+    gw.transform(model, f"quantize_static(ranges={tmp_path / 'ranges.json'}, activation_type=uint8, "
+                        f"weight_type=uint8, per_channel={str(per_channel).lower()}, "
+                        f"symmetric_weights={str(symmetric).lower()})")
+    gw.save(model, tmp_path / "pipeline.onnx")
+    assert_same_model(onnx.load(str(tmp_path / "ort.onnx")), onnx.load(str(tmp_path / "pipeline.onnx")))
 
 
 def test_4bit_weights_are_refused(tmp_path: Path) -> None:

@@ -30,12 +30,14 @@ __all__ = ["quantize_static"]
 @transform("quantize_static", dialects={"onnx", "tflite"})
 def quantize_static(model: Model, ctx: TransformContext, *, ranges: str, activation_type: str = "int8",
                     weight_type: str = "int8", per_channel: bool = True, symmetric_activations: bool = False,
-                    io_type: str = "float32", exclude_ops: list[str] | None = None,
+                    symmetric_weights: bool = True, io_type: str = "float32", target: str = "generic",
+                    exclude_ops: list[str] | None = None,
                     exclude_nodes: list[str] | None = None) -> TransformResult:
     """Quantize weights and activations to integers using the calibrated ranges file `ranges`."""
     options = QuantOptions.build(activation_type=activation_type, weight_type=weight_type,
                                  per_channel=per_channel, symmetric_activations=symmetric_activations,
-                                 io_type=io_type, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
+                                 symmetric_weights=symmetric_weights, io_type=io_type, target=target,
+                                 exclude_ops=exclude_ops, exclude_nodes=exclude_nodes)
     table = load_ranges(ranges)
     if model.format == "onnx":
         return quantize_static_onnx(model, table, options)
