@@ -27,6 +27,7 @@ with the same message, which is asserted instead.)
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -94,7 +95,7 @@ def _quantize(base: str, mode: str, ranges: dict[str, tuple[float, float]], tmp_
     return path, result
 
 
-def _assert_same_file(mine_path: Path, theirs_path: Path, *, scale_ulps: int = 0, bias_steps: int = 0) -> int:
+def _assert_same_file(mine_path: Path, theirs_path: Path, *, scale_ulps: int = 0) -> int:
     """The converter's model, operator for operator (op, version, options) and, for each
     operator, input for input and output for output (name, type, shape, quantization, bytes);
     returns how many tensors were compared.  Constants the converter calls ``arith.constant<n>``
@@ -110,19 +111,22 @@ def _assert_same_file(mine_path: Path, theirs_path: Path, *, scale_ulps: int = 0
         for x, y in zip((*a.inputs, *a.outputs), (*b.inputs, *b.outputs)):
             assert (x is None) == (y is None), a.name
             if y is not None:
-                _assert_same_tensor(x, y, scale_ulps, bias_steps)
+                _assert_same_tensor(x, y, scale_ulps)
                 compared += 1
     for x, y in zip((*mine.graph.inputs, *mine.graph.outputs), (*theirs.graph.inputs, *theirs.graph.outputs), strict=True):
-        _assert_same_tensor(x, y, scale_ulps, bias_steps)
+        _assert_same_tensor(x, y, scale_ulps)
     return compared
 
 
-def _assert_same_tensor(a: Value, b: Value, scale_ulps: int, bias_steps: int) -> None:
+def _assert_same_tensor(a: Value, b: Value, scale_ulps: int) -> None:
+    """Equal, except that with ``scale_ulps`` a scale may sit that many float32 steps away (a
+    bias scale, s_in * s_w, twice that) and a code quantized with a moved scale one step."""
     name = b.name
     if not (b.const is not None and name.startswith("arith.constant")):
         assert a.name == name
     assert (a.dtype, a.shape) == (b.dtype, b.shape), name
     qa, qb = a.quant, b.quant
+    moved = False
     if qb is None or not qb.scale.size:
         assert qa is None or not qa.scale.size, name
     else:
@@ -131,6 +135,7 @@ def _assert_same_tensor(a: Value, b: Value, scale_ulps: int, bias_steps: int) ->
         steps = np.abs(qa.scale.view(np.int32).astype(np.int64) - qb.scale.view(np.int32).astype(np.int64))
         bias = b.const is not None and b.dtype in (DType.INT32, DType.INT64)  # s_in * s_w: both ulps add up
         assert steps.max() <= scale_ulps * (2 if bias else 1), f"{name}: scales {qa.scale[:4]} vs {qb.scale[:4]}"
+        moved = bool(steps.max() > 0)
         np.testing.assert_array_equal(qa.zero_point, qb.zero_point, err_msg=name)
         for field in ("min", "max"):
             x, y = getattr(qa, field), getattr(qb, field)
@@ -140,10 +145,16 @@ def _assert_same_tensor(a: Value, b: Value, scale_ulps: int, bias_steps: int) ->
     if b.const is not None:
         x, y = a.const.numpy(), b.const.numpy()
         assert x.dtype == y.dtype and x.shape == y.shape, name
-        if x.dtype in (np.int32, np.int64) and bias_steps:  # a bias scaled by an input scale an ulp away
-            assert np.abs(x.astype(np.int64) - y.astype(np.int64)).max(initial=0) <= bias_steps, name
+        if moved:
+            assert np.abs(x.astype(np.int64) - y.astype(np.int64)).max(initial=0) <= 1, name
         else:
             np.testing.assert_array_equal(x, y, err_msg=name)
+
+
+def _float_operators(model: Model) -> int:
+    """Operators the converter left computing in float (QUANTIZE/DEQUANTIZE aside)."""
+    return sum(1 for n in model.graph if n.op not in ("QUANTIZE", "DEQUANTIZE") and n.op != "SHAPE"
+               and any(v is not None and v.dtype is DType.FLOAT32 for v in (*n.inputs, *n.outputs)))
 
 
 def _assert_runs_like_converter(mine: Path, theirs: ModelInfo) -> None:
@@ -308,11 +319,17 @@ def test_wide_zoo_equals_the_converter(base: str, mode: str, tmp_path: Path) -> 
 @pytest.mark.parametrize(("family", "base"), [
     ("tflite_real", "transformer"), ("tflite_real", "segmenter256"), ("tflite_real", "unet256"),
     ("tflite_real", "mobilenet_v2_224"), ("tflite_real", "efficientnet_b0_224"), ("tflite_math", "unary"),
+    ("tflite_math", "extra"), ("tflite_math", "prelu"), ("tflite_math", "relu01"),
+    ("tflite_ops", "acts"), ("tflite_ops", "misc"),
+    *(("tflite_zoo", b) for b in ("mobilenet_v1", "vit", "batch4", "two_inputs", "image_ops", "super_res",
+                                  "face_embed", "xception", "inception_v3", "convnext_tiny", "efficientnet_v2_b0")),
 ])
 def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, tmp_path: Path) -> None:
     """Models converted to int8 only, so the ranges are recovered from the int8 file's own scales:
-    scales may sit one float32 step away (a bias scale, s_in * s_w, two) and a bias code one step;
-    operators, versions, options, types, zero points and weight codes exact.  The token
+    scales may sit one float32 step away (a bias scale, s_in * s_w, two) and a code quantized
+    with such a scale (a bias, a constant operand) one step; operators, versions, options,
+    types, zero points and weight codes exact, and the operators left float exactly the
+    converter's.  The token
     transformer (GATHER of a constant table quantized per tensor, BATCH_MATMUL, GELU, SOFTMAX,
     RSQRT, SQUARED_DIFFERENCE; NEG stays float between tfl.dequantize and tfl.quantize; a float
     output through DEQUANTIZE), the MediaPipe-style segmenter (HARD_SWISH version 1, squeeze-excite
@@ -320,18 +337,29 @@ def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, t
     tensor as it is), and the unary-operator corpus (ABS, LOG, SQRT, RSQRT, EXP, GELU, LEAKY_RELU
     version 1, LOG_SOFTMAX at (16/256, 127), L2_NORMALIZATION at (1/128, 0); twelve float
     operators — SIN, COS, NEG, ADD_N, ATAN2... — behind DEQUANTIZEs, their graph outputs
-    quantized under the output's name).  The reference interpreter is bit-exact with
-    BUILTIN_REF on ours, and its outputs are within two quantization steps of the converter's."""
+    quantized under the output's name); the per-operator corpora (binary, activation and misc
+    operators: LOGISTIC/TANH outputs requantized to a CONCATENATION's scale right after the
+    kernel, RELU_0_TO_1, DEPTH_TO_SPACE, MAXIMUM/MINIMUM sharing one scale, DIV, a 1e-6 epsilon
+    constant widened to [-5e-7, 1e-6]) and deployment models (MobileNetV1, ViT, Xception,
+    InceptionV3, ConvNeXt-T, EfficientNetV2-B0, an embedding table whose GATHER takes a
+    CONCATENATION's scale).  The reference interpreter is bit-exact with BUILTIN_REF on ours,
+    and its outputs are within two quantization steps of the converter's."""
     theirs = get_model(family, f"{base}_int8")
     converter = gw.load(theirs.path)
     io_type = "float32" if converter.graph.outputs[0].dtype is DType.FLOAT32 else "int8"
     path, result = _quantize(base, "int8", _ranges_from_scales(converter), tmp_path, family, io_type=io_type)
-    assert result.stats["nodes_float"] == {"transformer": 4, "unary": 12}.get(base, 0)
-    assert _assert_same_file(path, theirs.path, scale_ulps=1, bias_steps=1) > 10
+    assert result.stats["nodes_float"] == _float_operators(converter)
+    assert _assert_same_file(path, theirs.path, scale_ulps=1) > 0
     info = dataclasses.replace(theirs, path=path, name=f"{base}_int8_graphwright")
-    assert assert_matches_reference(info, seeds=range(2)) > 0
     feeds = feeds_for(info, 2)
-    got, want = run(path, feeds, backend="litert-ref"), run(theirs.path, feeds, backend="litert-ref")
+    try:
+        want = run(theirs.path, feeds, backend="litert-ref")
+    except VerificationError as e:  # LiteRT's reference resolver lacks int8 ELU: ours is refused alike
+        with pytest.raises(VerificationError, match=re.escape(str(e).split(".tflite: ", 1)[1])):
+            run(path, feeds, backend="litert-ref")
+        return
+    assert assert_matches_reference(info, seeds=range(2)) > 0
+    got = run(path, feeds, backend="litert-ref")
     for value in converter.graph.outputs:
         step = float(value.quant.scale[0]) if value.quant is not None and value.quant.scale.size else 1 / 256
         if value.dtype is DType.INT8:

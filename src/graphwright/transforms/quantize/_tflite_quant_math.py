@@ -10,8 +10,8 @@ throughout).  Each function here says which one it follows; all are O(size of th
   empty range gives scale 1, zero point -128.
 * int16 activations: symmetric, ``scale = max(|min|, |max|) / 32767`` in float32, zero point 0.
 * weights: symmetric int8 in [-127, 127], per channel along the operator's weight axis
-  (per tensor for other constants), ``scale = max|w| / 127``; a channel whose range is under
-  1e-6 is given the range [-5e-7, 5e-7] (MLIR) so its scale is never 0; codes
+  (per tensor for other constants), ``scale = max|w| / 127``; a range under 1e-6 has its
+  minimum lowered by 5e-7 (MLIR, every constant) so a scale is never 0; codes
   ``round(w * inv)`` in float32 with ``inv = 1 / scale`` (MLIR) or ``127 / max|w|`` (16x8).
 * biases: ``scale = s_in * s_w[c]`` in float32, zero point 0, codes as the weights', int32
   (int8) or int64 (16x8).
@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = [
-    "activation_int8", "activation_int16", "bias_codes", "constant_codes", "quantize_weight",
+    "activation_int8", "activation_int16", "bias_codes", "constant_codes", "quantize_weight", "widen_near_zero",
 ]
 
 #: MLIR's smallest weight range: narrower ranges are widened to it around 0.
@@ -51,6 +51,15 @@ def activation_int16(lo: float, hi: float) -> tuple[float, int]:
     return float(np.float32(bound) / np.float32(32767)), 0
 
 
+def widen_near_zero(lo: np.ndarray | float, hi: np.ndarray | float) -> tuple:
+    """MLIR's guard for a constant's range (0 already inside): one narrower than 1e-6 has its
+    minimum lowered by 5e-7, so a scale is never 0 (an all-zero weight gets [-5e-7, 0], hence
+    symmetric [-5e-7, 5e-7]; a 1e-6 epsilon gets [-5e-7, 1e-6])."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    lo = np.where(hi - lo < NEAR_ZERO, lo - NEAR_ZERO / 2, lo)
+    return (lo, hi) if lo.ndim else (float(lo), float(hi))
+
+
 def quantize_weight(weights: np.ndarray, axis: int | None, *, legacy: bool) -> tuple[np.ndarray, np.ndarray]:
     """(int8 codes, float32 scales) of a symmetric weight, one scale per slice along ``axis``
     (one for all when ``axis`` is None): ``scale = max|w| / 127`` and codes ``round(w * inv)``
@@ -73,7 +82,12 @@ def quantize_weight(weights: np.ndarray, axis: int | None, *, legacy: bool) -> t
         scales = bound / np.float32(127)
         inverse = np.where(bound == 0, np.float32(0), np.float32(127) / np.where(bound == 0, 1, bound))
     else:
-        scales = (np.maximum(bound.astype(np.float64), NEAR_ZERO / 2) / 127).astype(np.float32)
+        if axis is None:
+            lo, hi = np.minimum(w.min(initial=0.0), 0.0).reshape(1), np.maximum(w.max(initial=0.0), 0.0).reshape(1)
+        else:
+            lo, hi = np.minimum(moved.min(axis=1), 0.0), np.maximum(moved.max(axis=1), 0.0)
+        lo, hi = widen_near_zero(lo.astype(np.float64), hi.astype(np.float64))
+        scales = (np.maximum(np.abs(lo), np.abs(hi)) / 127).astype(np.float32)
         inverse = _inverse(scales)
     codes = _round_away(w * inverse.astype(np.float32).reshape(shape))
     return np.clip(codes, -127, 127).astype(np.int8), scales.astype(np.float32)
@@ -91,11 +105,14 @@ def bias_codes(bias: np.ndarray, input_scale: float, scales: np.ndarray, *, bits
 
 def constant_codes(data: np.ndarray, scale: float, zero: int, *, bits: int) -> np.ndarray:
     """Codes of a float constant an operator reads as an activation (a MUL's or ADD's operand,
-    a GATHER table): ``round(c * (1 / scale)) + zero`` in float32, clamped to [-128, 127] (int8)
-    or [-32767, 32767] (int16)."""
-    low, high = (-128, 127) if bits == 8 else (-32767, 32767)
+    a GATHER table): int8 (MLIR) ``round(c / scale) + zero`` in double, clamped to [-128, 127];
+    int16 (16x8) ``round(c * (1 / scale))`` in float32, clamped to [-32767, 32767]; halves away
+    from zero."""
+    if bits == 8:
+        scaled = np.asarray(data, np.float64) / float(np.float32(scale))
+        return np.clip(_round_away(scaled) + zero, -128, 127).astype(np.int8)
     scaled = np.asarray(data, np.float32) * _inverse(np.asarray([scale], np.float32))[0]
-    return np.clip(_round_away(scaled) + zero, low, high).astype(np.int8 if bits == 8 else np.int16)
+    return np.clip(_round_away(scaled) + zero, -32767, 32767).astype(np.int16)
 
 
 def _inverse(scales: np.ndarray) -> np.ndarray:

@@ -32,7 +32,14 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, QuantParams, Tensor, Value
 from ..registry import TransformResult
-from ._tflite_quant_math import activation_int8, activation_int16, bias_codes, constant_codes, quantize_weight
+from ._tflite_quant_math import (
+    activation_int8,
+    activation_int16,
+    bias_codes,
+    constant_codes,
+    quantize_weight,
+    widen_near_zero,
+)
 from ._tflite_quant_ops import FIXED_OUTPUT, SHAPE_ONLY, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
@@ -50,7 +57,7 @@ def quantize_static_tflite(model: Model, ranges: Ranges, options: QuantOptions) 
     planner.resolve()
     _Rewriter(planner).run()
     stats = {"nodes_quantized": len(planner.quantized), "nodes_float": len(planner.float_notes),
-             "requantized": len(planner.requant)}
+             "requantized": len(planner.requant) + len(planner.requant_results)}
     notes = [f"{name} ({op}) stays float: {why}" for name, op, why in planner.float_notes]
     return TransformResult(changed=True, stats=stats, notes=notes)
 
@@ -100,6 +107,8 @@ class _Planner:
     states: dict[Value, _State] = field(default_factory=dict)
     #: (node, input index) -> params the input is requantized to
     requant: dict[tuple[Node, int], Params] = field(default_factory=dict)
+    #: a fixed-range kernel's output -> the params every reader gets it requantized to (MLIR)
+    requant_results: dict[Value, Params] = field(default_factory=dict)
 
     # -- which operators -------------------------------------------------------
     def select(self) -> None:
@@ -163,6 +172,8 @@ class _Planner:
         if value.const is not None:
             data = value.const.numpy().astype(np.float64)
             lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+            if self.mode == "int8":
+                lo, hi = widen_near_zero(min(lo, 0.0), max(hi, 0.0))
         elif value.name in self.ranges:
             lo, hi = self.ranges[value.name]
         else:
@@ -186,16 +197,26 @@ class _Planner:
                 self.states[v] = _State()
             else:
                 self.states[v] = _State(self.own(v), immutable=True)
-        for node, spec in self.quantized.items():
-            if spec.scale == "fixed":
-                self.states[node.output] = _State(self._fixed(node), immutable=True)
-        pending = [n for n, s in self.quantized.items() if s.scale in ("same", "concat")]
+        fixed = [n for n, spec in self.quantized.items() if spec.scale == "fixed"]
+        # MLIR's work list runs from the last operator back, and a fixed-range kernel's output is
+        # set only when nothing downstream decided it: a CONCATENATION's scale wins, and the
+        # kernel's output is requantized to it
+        pending = [n for n, spec in self.quantized.items() if spec.scale in ("same", "concat")][::-1]
         while pending:
             waiting = [n for n in pending if not self._propagate(n)]
             if len(waiting) == len(pending):
-                names = ", ".join(repr(n.name) for n in waiting[:3])
-                raise TransformError(f"cannot choose a scale for {names}: no calibrated range reaches them")
+                unset = [n for n in fixed if self.states[n.output].params is None]
+                if not unset:
+                    names = ", ".join(repr(n.name) for n in waiting[:3])
+                    raise TransformError(f"cannot choose a scale for {names}: no calibrated range reaches them")
+                for node in unset:
+                    self.states[node.output].params = self._fixed(node)
             pending = waiting[::-1]  # alternate directions: chains resolve forward and backward alike
+        for node in fixed:
+            state, params = self.states[node.output], self._fixed(node)
+            if state.params is not None and state.params != params:
+                self.requant_results[node.output] = state.params
+            state.params = params
 
     def _redundant(self, stats: set[Value]) -> set[Value]:
         redundant: set[Value] = set()
@@ -238,7 +259,10 @@ class _Planner:
         """Give a same-scale operator's inputs and outputs one scale; False: none known yet."""
         operands = self.activations(node)
         results = [self.states[v] for v in node.outputs if v in self.states]
-        params = _same_scale_params([self.states[v] for _, v in operands], results)
+        tensors = [self.states[v] for _, v in operands if v.const is None]
+        params = _same_scale_params(tensors, results)
+        if params is None:  # a constant's own scale only when nothing else reaches the operator
+            params = next((self.states[v].params for _, v in operands if v.const is not None), None)
         if params is None:
             return False
         for i, v in operands:
@@ -354,6 +378,8 @@ class _Rewriter:
         order = sorted(plan.requant, key=lambda k: -k[1]) if self.mode == "int16" else list(plan.requant)
         for node, index in order:
             self._requantize(node, index, plan.requant[(node, index)])
+        for value, params in plan.requant_results.items():
+            self._requantize_value(value, params)
         for node in self.graph if self.mode == "int16" else ():  # the 16x8 quantizer versions the others too
             spec = spec_of(node.op) if not node.domain and node not in plan.quantized else None
             if spec is not None:
@@ -417,11 +443,7 @@ class _Rewriter:
         source = self.float_data.get(value)
         if source is None:
             return value
-        k = 1
-        while f"{value.name}{k}" in self.names:
-            k += 1
-        name = f"{value.name}{k}"
-        self.names.add(name)
+        name = self._unique(value.name)
         copy = Value(name, DType.FLOAT32, value.shape, const=Tensor.from_numpy(source, name=name))
         self.graph.add_initializer(copy)
         node.replace_input(index, copy)
@@ -523,14 +545,44 @@ class _Rewriter:
         return f"tfl.{kind}{count or ''}"
 
     def _requantize(self, node: Node, index: int, params: Params) -> None:
+        """An input of a same-scale operator at another scale: a QUANTIZE to the shared scale,
+        ``<name>_requantized`` just before the operator, for it alone (16x8); MLIR requantizes
+        the value for every reader (:meth:`_requantize_value`)."""
         value = node.inputs[index]
         assert value is not None
-        name = f"{value.name}_requantized" if self.mode == "int16" else self._name(value, "quantize")
-        out = Value(name, self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
-        quantize = Node("QUANTIZE", [value], dialect="tflite", name=name, outputs=[out])
+        if self.mode == "int8":
+            self._requantize_value(value, params)
+            return
+        out = Value(f"{value.name}_requantized", self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
         quantize.meta["tflite.version"] = 2
         self.graph.insert_before(node, quantize)
         node.replace_input(index, out)
+
+    def _requantize_value(self, value: Value, params: Params) -> None:
+        """MLIR: a QUANTIZE right after the value's producer, named after the value plus a
+        number, read by every reader instead (and returned instead, when the graph returns it)."""
+        if value.quant is not None and (float(value.quant.scale[0]), int(value.quant.zero_point[0])) == params:
+            return  # another reader already requantized it to this scale
+        out = Value(self._unique(value.name), self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
+        readers = value.uses()
+        quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
+        quantize.meta["tflite.version"] = 1
+        if value.producer is not None:
+            self.graph.insert_after(value.producer, quantize)
+        else:
+            self.graph.insert_before(next(iter(self.graph)), quantize)
+        for reader, i in readers:
+            reader.replace_input(i, out)
+        if value.is_graph_output:
+            self.graph.set_outputs([out if v is value else v for v in self.graph.outputs])
+
+    def _unique(self, name: str) -> str:
+        k = 1
+        while f"{name}{k}" in self.names:
+            k += 1
+        self.names.add(f"{name}{k}")
+        return f"{name}{k}"
 
     # -- graph inputs and outputs --------------------------------------------------------
     def _graph_io(self, inputs: list[Value], outputs: list[Value]) -> None:
