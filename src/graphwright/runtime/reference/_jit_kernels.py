@@ -128,7 +128,7 @@ def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc):  # type: ignor
     batch, oh, ow, channels = out.shape
     hp, wp = xp.shape[1], xp.shape[2]
     kh, kw = w.shape[0], w.shape[1]
-    x, taps, sums = xp.reshape(-1), w.reshape(-1), acc.reshape(-1)
+    x, taps, sums, y = xp.reshape(-1), w.reshape(-1), acc.reshape(-1), out.reshape(-1)
     row, step, c1, c2 = wp * channels, sw * channels, dw * channels, 2 * dw * channels
     for n in range(batch):
         for oy in range(oh):
@@ -178,20 +178,18 @@ def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc):  # type: ignor
                             aj, wj = a + j * c1, wi + j * channels
                             for c in range(channels):
                                 sums[_u(s + c)] += np.int32(x[_u(aj + c)]) * taps[_u(wj + c)]
-            o = out[n, oy]
+            o = ((n * oh) + oy) * ow * channels
             if p is None:  # the int32 sums themselves (numba prunes the branch not taken)
                 for ox in range(ow):
-                    dest = o[ox]
-                    s = acc[ox]
+                    s = ox * channels
                     for c in range(channels):
-                        dest[c] = s[c] - offset[c]
+                        y[_u(o + s + c)] = sums[_u(s + c)] - offset[c]
             else:
                 q = _rows(p)
                 for ox in range(ow):
-                    dest = o[ox]
-                    s = acc[ox]
+                    s = ox * channels
                     for c in range(channels):
-                        dest[c] = _requantized(np.int64(s[c]) - offset[c], c, q)
+                        y[_u(o + s + c)] = _requantized(np.int64(sums[_u(s + c)]) - offset[c], c, q)
 
 
 @numba.njit(**_JIT)
