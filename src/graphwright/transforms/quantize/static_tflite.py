@@ -4,21 +4,29 @@ Before: a float32 model (as ``TFLiteConverter`` writes it without optimizations)
 calibrated ``(min, max)`` of its tensors (by IR value name).  After: what the converter's
 post-training integer quantization writes for the same ranges —
 
-* int8 (MLIR quantizer): asymmetric int8 activations; symmetric per-channel int8 weights
-  (axis 0 for CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV, axis 3 for DEPTHWISE_CONV_2D); int32
-  biases with scale ``s_in * s_w[c]``; other float constants asymmetric per tensor; the fixed
-  output ranges of LOGISTIC / SOFTMAX / TANH; operators that need one scale on input and output
-  (MAX_POOL_2D, RESHAPE, PAD, CONCATENATION...) share it, the converter's way: the input's
-  scale flows forward through a single-input one, a multi-input one's output scale flows back
-  to its inputs (calibrated ranges those replace are not needed);
-* 16x8 (flatbuffer quantizer): symmetric int16 activations with zero point 0, int8 weights,
-  int64 biases, the output of a same-scale operator takes its input's scale, CONCATENATION's
-  inputs of another scale are requantized (``<name>_requantized``).
+* int8 (MLIR quantizer): asymmetric int8 activations (scales in float32); symmetric per-channel
+  int8 weights (axis 0 for CONV_2D / FULLY_CONNECTED / TRANSPOSE_CONV, axis 3 for
+  DEPTHWISE_CONV_2D, one scale for PRELU's alpha); int32 biases with scale ``s_in * s_w[c]``
+  (a bias several operators share is copied per reader); other float constants asymmetric per
+  tensor; the fixed output ranges of LOGISTIC / SOFTMAX / TANH / LOG_SOFTMAX /
+  L2_NORMALIZATION; operators that need one scale on inputs and outputs (MAX_POOL_2D, RESHAPE,
+  PAD, SPLIT, CONCATENATION, MAXIMUM...) share it the converter's way: a calibrated range a
+  same-scale operator overrides is dropped (forward through single-input ones, backward from
+  the output of multi-input ones, so those ranges are not needed), then scales propagate from
+  the last operator back; a fixed-range kernel's output another scale reaches is requantized
+  right after it (``<name>1``, version 1), as is an input calibrated apart;
+* 16x8 (flatbuffer quantizer): symmetric int16 activations with zero point 0 and the calibrated
+  range recorded as min/max, int8 weights, int64 biases (``quantized_bias_type`` INT64), the
+  output of a same-scale operator takes its input's scale, CONCATENATION's inputs of another
+  scale are requantized just before it (``<name>_requantized``).
 
 Operators LiteRT has no integer kernel for (or that ``exclude_ops``/``exclude_nodes`` name)
-stay float between DEQUANTIZE and QUANTIZE, with a note.  ``io_type`` float32 keeps float graph
-inputs/outputs (QUANTIZE after inputs, DEQUANTIZE before outputs); int8/int16 makes them
-integer with their tensors' scale and zero point.  Operator versions become the converter's.
+stay float between DEQUANTIZE and QUANTIZE (MLIR: one of each per value, after its producer,
+``tfl.dequantize<n>``/``tfl.quantize<n>``; 16x8: one per reader, just before it,
+``<name>_float``/``<name>_int16``), with a note.  ``io_type`` float32 keeps float graph
+inputs/outputs (QUANTIZE after inputs, DEQUANTIZE before outputs, which keep their names);
+int8/int16 makes them integer with their tensors' scale and zero point.  Operator versions
+become the converter's.
 
 Cost: O(nodes + edges + weight elements); the model is changed in place.
 """
@@ -374,13 +382,22 @@ class _Rewriter:
             self._retype(value)
         self._float_edges(boundary)
         # the 16x8 quantizer inserts each requantization at the operator's position, so the last
-        # input's comes first; MLIR writes them in input order
+        # input's comes first
         order = sorted(plan.requant, key=lambda k: -k[1]) if self.mode == "int16" else list(plan.requant)
         for node, index in order:
             self._requantize(node, index, plan.requant[(node, index)])
         for value, params in plan.requant_results.items():
             self._requantize_value(value, params)
-        for node in self.graph if self.mode == "int16" else ():  # the 16x8 quantizer versions the others too
+        self._graph_io(inputs_float, outputs)
+        self._versions()
+
+    def _versions(self) -> None:
+        """The converter's operator versions (a float operator already higher keeps its own) and
+        16x8 options; the 16x8 quantizer versions the operators it knows but left float or
+        integer too; and one operator code per builtin quantized, at the highest version its
+        operators need (every node of that builtin gets it)."""
+        plan = self.plan
+        for node in self.graph if self.mode == "int16" else ():
             spec = spec_of(node.op) if not node.domain and node not in plan.quantized else None
             if spec is not None:
                 node.meta["tflite.version"] = max(int(node.meta.get("tflite.version", 1)), spec.version)
@@ -391,12 +408,6 @@ class _Rewriter:
                 for key, value in spec.int16_attrs.items():
                     if key in node.attrs:
                         node.attrs[key] = Attr.bool(value) if isinstance(value, bool) else Attr.int(value)
-        self._graph_io(inputs_float, outputs)
-        self._one_version_per_operator()
-
-    def _one_version_per_operator(self) -> None:
-        """The converter writes one operator code per builtin it quantized, at the highest version
-        its operators need: every node of such a builtin gets that version."""
         ops = {node.op for node in self.plan.quantized}
         highest: dict[str, int] = {}
         for node in self.graph:
