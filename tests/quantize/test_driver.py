@@ -175,11 +175,14 @@ def test_exclusion_not_honoured_is_a_warning_not_a_silent_lie(tmp_path: Path) ->
 
 def test_no_data_is_synthetic_with_a_loud_warning(tmp_path: Path) -> None:
     src = mlp(tmp_path / "mlp.onnx")
-    with pytest.warns(UserWarning, match="NO CALIBRATION DATA"):
+    with pytest.warns(UserWarning, match="NO EVALUATION DATA"):  # dynamic calibrates nothing: the report's data
         _, report = gw.quantize(src, mode="dynamic", seed=3)
     assert report.data_source == "synthetic (seed 3)"
-    assert any("NO CALIBRATION DATA" in w for w in report.warnings)
+    assert any("NO EVALUATION DATA" in w for w in report.warnings)
     assert report.eval_samples == EVAL and report.outputs[0].sqnr_db > 20
+    with pytest.warns(UserWarning, match="NO CALIBRATION DATA"):  # static: the ranges are random data's too
+        _, report = gw.quantize(src, mode="static", seed=3)
+    assert any("NO CALIBRATION DATA" in w for w in report.warnings)
 
 
 def test_too_few_samples_report_on_calibration_samples_and_say_so(tmp_path: Path) -> None:

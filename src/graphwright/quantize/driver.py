@@ -60,6 +60,9 @@ GRAPHDEF_MESSAGE = ("quantize works on ONNX and TFLite models; for a TensorFlow 
 SYNTHETIC_WARNING = ("NO CALIBRATION DATA: using {count} seeded random inputs (seed {seed}); ranges and the "
                      "accuracy report reflect random data, not your inputs — pass data (--data DIR) for a "
                      "model you will deploy")
+#: The same for modes that calibrate nothing (dynamic, weights): only the report uses the inputs.
+SYNTHETIC_EVAL_WARNING = ("NO EVALUATION DATA: the accuracy report runs on {count} seeded random inputs (seed "
+                          "{seed}), not your inputs — pass data (--data DIR) for numbers about your model")
 #: One sample in this many is held out for the report.
 HOLDOUT_STRIDE = 5
 #: Calibration samples the sensitivity analysis runs each candidate on.
@@ -216,7 +219,8 @@ class _SampleSource:
             self._stream: Iterator[Mapping[str, np.ndarray]] = iter(calibration.load_samples(model, given))
         else:
             count = self.calibration_count + HOLDOUT_STRIDE * self.eval_count + SENSITIVITY_SAMPLES
-            message = SYNTHETIC_WARNING.format(count=count, seed=seed)
+            template = SYNTHETIC_WARNING if self.calibration_count else SYNTHETIC_EVAL_WARNING
+            message = template.format(count=count, seed=seed)
             warnings.warn(message, UserWarning, stacklevel=3)
             report.warnings.append(message)
             report.data_source = f"synthetic (seed {seed})"
