@@ -63,3 +63,43 @@ def test_shared_weight_is_not_folded() -> None:
                  [init("w", _rand(4, 3, 1, 1))] + _bn_inits(4))
     assert not apply(m, "fuse_bn_into_conv").changed
     assert "BatchNormalization" in ops(m)
+
+
+def test_batch_norm_over_a_flattened_matmul_folds_into_its_weight() -> None:
+    """LeViT's Linear + BatchNorm1d: MatMul -> Reshape[-1, C] -> BN -> Reshape back, with a dynamic batch."""
+    nodes = [mk("MatMul", ["x", "w"], ["mm"]), mk("Reshape", ["mm", "flat"], ["f"]),
+             mk("BatchNormalization", ["f", "gamma", "beta", "mean", "var"], ["bn"], epsilon=1e-5),
+             mk("Reshape", ["bn", "back"], ["r"]), mk("Neg", ["r"], ["y"])]
+    inits = [init("w", _rand(6, 5)), init("flat", np.array([-1, 5], np.int64)),
+             init("back", np.array([-1, 4, 5], np.int64))] + _bn_inits(5)
+    m, p = model(nodes, [vi("x", F, ["N", 4, 6])], [vi("y", F, ["N", 4, 5])], inits)
+    apply(m, "infer_shapes")
+    result = apply(m, "fuse_bn_into_conv")
+    assert result.stats["batch_norms_fused"] == 1
+    apply(m, "fuse_consecutive_reshapes")
+    apply(m, "eliminate_dead_code")
+    assert ops(m) == ["MatMul", "Add", "Reshape", "Neg"]
+    for n in (1, 3):
+        same_outputs(p, m, rtol=1e-4, atol=1e-5, dims={"N": n}, seed=n)
+    assert not apply(m, "fuse_bn_into_conv").changed
+
+
+def test_batch_norm_over_a_2d_matmul_keeps_its_output_name() -> None:
+    nodes = [mk("MatMul", ["x", "w"], ["mm"]), mk("BatchNormalization", ["mm", "gamma", "beta", "mean", "var"], ["y"])]
+    m, p = model(nodes, [vi("x", F, ["N", 6])], [vi("y", F, ["N", 5])], [init("w", _rand(6, 5))] + _bn_inits(5))
+    apply(m, "infer_shapes")
+    assert apply(m, "fuse_bn_into_conv").changed
+    apply(m, "eliminate_dead_code")
+    assert ops(m) == ["MatMul", "Add"] and m.graph.outputs[0].name == "y"
+    for n in (2, 7):
+        same_outputs(p, m, rtol=1e-4, atol=1e-5, dims={"N": n}, seed=n)
+
+
+def test_batch_norm_not_over_the_matmul_columns_stays() -> None:
+    # BN of a 3-D [N, C, T] tensor normalizes axis 1, not the MatMul's columns (its last axis)
+    nodes = [mk("MatMul", ["x", "w"], ["mm"]), mk("BatchNormalization", ["mm", "gamma", "beta", "mean", "var"], ["y"])]
+    m, p = model(nodes, [vi("x", F, [2, 5, 6])], [vi("y", F, [2, 5, 5])], [init("w", _rand(6, 5))] + _bn_inits(5))
+    apply(m, "infer_shapes")
+    result = apply(m, "fuse_bn_into_conv")
+    assert not result.changed and any("is not known to be [N, 5]" in r for *_, r in result.refusals)
+    same_outputs(p, m)

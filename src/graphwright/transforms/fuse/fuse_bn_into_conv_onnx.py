@@ -13,7 +13,18 @@ ConvTranspose scales ``W[:, o mod (C_out/group)]`` of each group instead
 ``beta = 1``.  Everything is computed in float64 and stored in the weight's
 dtype.
 
-One rule of the rewrite engine, rooted at the BatchNormalization: the contraction is the
+A BatchNormalization over the columns of a MatMul by a constant ``W[K, C]`` folds too: its
+input must be 2-D ``[N, C]`` (channel axis 1 is then the last axis), either the MatMul's own
+output or a Reshape of it that keeps the last axis (LeViT's ``Linear → flatten → BatchNorm1d →
+reshape back``, exported as ``MatMul → Reshape[-1, C] → BN → Reshape``).  A per-column affine
+map commutes with such a Reshape (element ``i`` is in column ``i mod C`` on both sides), so::
+
+    Before::  y = Reshape(MatMul(x, W), [-1, C]); z = BatchNormalization(y, γ, β, μ, σ²)
+    After::   z = Reshape(Add(MatMul(x, W'), b'), [-1, C])     W'[:, c] = W[:, c]·s[c], b' = β − μ·s
+
+(no Add when ``b'`` is zero); the Reshape then merges with the one after the batch norm.
+
+One rule of the rewrite engine per shape of match, rooted at the BatchNormalization: the contraction is the
 match's boundary (``ANY``), edited in place (its weight keeps its name and place, a private
 bias too) while the BatchNormalization is bypassed, so its output name survives when it is a
 graph output.  A chain ``Conv → BN → BN`` folds in one sweep, in graph order.
@@ -38,7 +49,9 @@ from ...patterns import (
     Replacement,
     RuleSet,
     Skip,
+    same_graph,
     why_not_editable,
+    why_not_fusable,
 )
 from .._channels import FLOAT_KINDS, out_channels, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_standard
@@ -134,15 +147,62 @@ def _fold_gemm(m: Match, node: Node, bn: Node, weight: np.ndarray, scale: np.nda
     return Replacement.bypass_to(bn.outputs[0], node.output)
 
 
+_MATMUL = P("MatMul", ANY(name="x"), ANY(name="w"), name="mm", domain="")
+#: BatchNormalization(Reshape(MatMul(x, W), shape)) and BatchNormalization(MatMul(x, W)).
+_BN_MATMUL = (P("BatchNormalization", P("Reshape", _MATMUL, ANY(name="shape"), name="rs", domain=""), ...,
+                name="bn", domain=""),
+              P("BatchNormalization", _MATMUL, ..., name="bn", domain=""))
+
+
+def _fold_matmul(m: Match, names: Names) -> Replacement | Skip:
+    """``BN(Reshape?(MatMul(x, W)))`` over the last axis -> ``Reshape?(Add(MatMul(x, W·s), β − μ·s))``."""
+    bn, mm = m.node, m["mm"].node
+    assert bn is not None and mm is not None
+    reshape = m["rs"].node if "rs" in m else None
+    reason = why_not_fusable(m) or ("" if same_graph(mm, bn) else "the MatMul is in an enclosing graph")
+    if reason:
+        return m.skip(reason)
+    params = _bn_params(bn)
+    if isinstance(params, str):
+        return m.skip(params)
+    scale, beta, mean = params
+    y = bn.inputs[0]
+    if len(bn.outputs) != 1 or y.shape is None or len(y.shape) != 2 or y.shape[1] != len(scale):
+        return m.skip(f"the batch norm's input {y.name!r} is not known to be [N, {len(scale)}] (its channels last)")
+    w_value = m["w"].value
+    weight = private_weight(w_value)
+    if weight is None or weight.ndim != 2 or weight.shape[1] != len(scale):
+        return m.skip(f"the MatMul weight {getattr(w_value, 'name', None)!r} is not a 2-D float constant "
+                      f"[K, {len(scale)}] read only by it")
+    scaled = m.constant((weight.astype(np.float64) * scale).astype(weight.dtype), name=names.fresh(f"{w_value.name}_bn"))
+    new_mm = m.clone(mm, inputs=[m["x"].value, scaled])  # the old weight goes with dead code
+    bias = (beta - mean * scale).astype(weight.dtype)
+    out = new_mm.output
+    if np.any(bias):
+        template = reshape if reshape is not None else bn  # a node whose output name is free once matched
+        add = m.clone(template, op="Add", inputs=[out, m.constant(bias, name=names.fresh(f"{bn.name or 'bn'}_bias"))],
+                      attrs=dict.fromkeys(template.attrs))
+        add.output.shape, add.output.dtype = mm.output.shape, mm.output.dtype
+        out = add.output
+    if reshape is None and out is new_mm.output:
+        return Replacement([new_mm], {bn.outputs[0]: out})
+    last = m.clone(bn, op="Reshape", inputs=[out, m["shape"].value],
+                   attrs={**dict.fromkeys(bn.attrs), **reshape.attrs}) if reshape is not None else None
+    nodes = [new_mm, *([] if out is new_mm.output else [out.producer]), *([last] if last is not None else [])]
+    return Replacement(nodes)
+
+
 def _rules(model: Model) -> RuleSet:
     names = Names(model)
     rules = RuleSet(name="fuse_bn_into_conv")
     rules.add(_BN, lambda m: _fold(m, names), name="batch_norm_into_contraction")
+    for pattern in _BN_MATMUL:
+        rules.add(pattern, lambda m: _fold_matmul(m, names), name="batch_norm_into_matmul")
     return rules
 
 
 @transform("fuse_bn_into_conv", dialects={"onnx"})
 def fuse_bn_into_conv(model: Model, ctx: TransformContext) -> TransformResult:
-    """Fold inference BatchNormalization into the preceding Conv, ConvTranspose or Gemm."""
+    """Fold inference BatchNormalization into the preceding Conv, ConvTranspose, Gemm or MatMul."""
     report = apply_rules(model, [_rules(model)])
     return result_of(report, stats={"batch_norms_fused": report.applied})
