@@ -194,3 +194,20 @@ def test_sharded_calibration_gives_the_one_process_model(tmp_path: Path, capsys:
     assert json.loads(outputs["one"][1])["method"] == "percentile"
     rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "x.onnx", "--mode", "static", "--shards", 0)
     assert rc == 2 and "--shards needs a count of at least 1" in stderr
+
+
+def test_calibration_engine_reference_gives_litert_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--engine reference calibrates on graphwright's interpreter: the ranges are LiteRT's (float noise apart)."""
+    src = Path(__file__).resolve().parents[2] / "examples" / "small_cnn_float.tflite"
+    tables = {}
+    for engine in ("auto", "reference"):
+        ranges = tmp_path / f"{engine}.json"
+        rc, _, stderr = _main(capsys, "quantize", src, tmp_path / f"{engine}.tflite", "--mode", "int8", "--engine",
+                              engine, "--samples", 20, "--save-ranges", ranges, "--no-report", "--quiet")
+        assert rc == 0, stderr
+        tables[engine] = json.loads(ranges.read_text())["ranges"]
+    assert tables["auto"].keys() == tables["reference"].keys() and len(tables["auto"]) > 5
+    for name, (lo, hi) in tables["auto"].items():
+        assert tables["reference"][name] == pytest.approx([lo, hi], rel=1e-5, abs=1e-6), name
+    rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "b.tflite", "--mode", "int8", "--batch-size", 4)
+    assert rc == 2 and "needs a dynamic batch axis" in stderr

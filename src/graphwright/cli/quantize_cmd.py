@@ -74,6 +74,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--target", choices=("generic", "onnxruntime"), default="generic",
                    help="ONNX: standard ops only, or also onnxruntime's contrib ops (MatMulNBits)")
     p.add_argument("--minimum-size", type=int, default=1024, metavar="N", help="ONNX weights-only: smallest initializer quantized, in elements (default 1024)")
+    p.add_argument("--engine", choices=("auto", "litert", "litert-ref", "reference"), default="auto",
+                   help="runtime that runs the float model to calibrate (auto: onnxruntime for ONNX, LiteRT for "
+                        "TFLite; TFLite also litert-ref or reference, graphwright's interpreter)")
+    p.add_argument("--batch-size", type=int, default=1, metavar="N", help="calibration samples per run (default 1)")
     p.add_argument("--shards", type=int, default=1, metavar="N",
                    help="collect calibration statistics in N processes (or Ray tasks with --ray); same ranges")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -111,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
             symmetric_activations=args.symmetric_activations, io_type=args.io_type, bits=args.bits,
             block_size=args.block_size, target=args.target, exclude_ops=args.exclude_ops,
             exclude_nodes=args.exclude_nodes, keep_float=args.keep_float, minimum_size=args.minimum_size,
-            report=not args.no_report, on_progress=on_progress, collect=_sharded_collector(args))
+            report=not args.no_report, on_progress=on_progress, collect=_sharded_collector(args),
+            engine=args.engine, batch_size=args.batch_size)
     save(model, args.output)
     if args.save_ranges:
         if not report.ranges:
@@ -140,7 +145,7 @@ def _sharded_collector(args: argparse.Namespace) -> Any:
     def collect(model: Any, samples: Any, on_progress: Any) -> Any:
         return collect_statistics_sharded(args.input, list(samples), shards=args.shards,
                                           use_ray=args.ray is not None, address=args.ray or None,
-                                          on_progress=on_progress)
+                                          engine=args.engine, batch_size=args.batch_size, on_progress=on_progress)
 
     return collect
 

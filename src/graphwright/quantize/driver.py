@@ -84,12 +84,15 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
              exclude_ops: Iterable[str] = (), exclude_nodes: Iterable[str] = (),
              keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
              report: bool = True, on_progress: Progress | None = None,
-             collect: Collector | None = None) -> tuple[Model, QuantReport]:
+             collect: Collector | None = None, engine: str = "auto",
+             batch_size: int = 1) -> tuple[Model, QuantReport]:
     """Quantize a model (see the module docstring); returns the quantized model and its report.
 
     ``collect(model, samples, on_progress)`` replaces the one-process statistics collection
     (``graphwright quantize --shards N [--ray]`` passes one that shards the calibration samples
     over processes or Ray tasks; it must return what ``collect_statistics`` would).
+    ``engine`` runs the float model for calibration (``auto``: onnxruntime / LiteRT; TFLite also
+    ``litert-ref`` or ``reference``, graphwright's interpreter), ``batch_size`` samples at a time.
     """
     started = time.perf_counter()
     original = _load(model_or_path)
@@ -113,7 +116,8 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     table = given if given is not None else {}
     if needs_ranges:
         assert source is not None
-        table = _calibrate(original, method, options, source, out, on_progress, collect)
+        table = _calibrate(original, method, options, source, out, on_progress, collect,
+                           {"engine": engine, "batch_size": batch_size})
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
     model = clone_model(original)
@@ -287,11 +291,12 @@ def _given_ranges(ranges: Ranges | str | os.PathLike[str] | None) -> dict[str, t
 
 
 def _calibrate(model: Model, method: str, options: QuantOptions, source: _SampleSource, out: QuantReport,
-               on_progress: Progress | None, collect: Collector | None) -> dict[str, tuple[float, float]]:
+               on_progress: Progress | None, collect: Collector | None,
+               how: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     start = time.perf_counter()
     progress = _phase(on_progress, "", total=source.calibration_count)  # its label says "calibrating"
     if collect is None:
-        stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress)
+        stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress, **how)
     else:
         stats = collect(model, source.calibration(), progress)
     table = calibration.compute_ranges(stats, method, **_method_options(method, options))
