@@ -249,14 +249,16 @@ def ort_int4(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
 # -- graphwright --------------------------------------------------------------------------------------------
 def graphwright_tool(mode: str, method: str | None = None) -> Callable[[Path, Path, list[dict[str, np.ndarray]]], None]:
     """graphwright's public API, ``graphwright.quantize.quantize``, on the float file and the same
-    calibration samples (all of them calibrate: ``report=False`` holds none out)."""
+    calibration samples (all of them calibrate: ``report=False`` holds none out), int8 activations
+    as onnxruntime's (graphwright's ONNX default is uint8)."""
     def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
         import graphwright as gw  # lazy: measured with the tool
         from graphwright.quantize import quantize  # lazy: measured with the tool
 
         kwargs: dict[str, Any] = {"mode": mode, "report": False}
-        if method is not None:
-            kwargs.update(samples=calib, calibration_samples=len(calib), method=method)
+        if method is not None:  # calibration_samples counts samples, not feeds (a feed holds a batch)
+            count = sum(len(next(iter(f.values()))) for f in calib)
+            kwargs.update(samples=calib, calibration_samples=count, method=method, activation_type="int8")
         if mode == "int4":
             kwargs.update(mode="weights", bits=4, block_size=128, target="onnxruntime")
         model, _ = quantize(str(src), **kwargs)

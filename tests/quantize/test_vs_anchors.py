@@ -79,8 +79,9 @@ class _Reader:
 
 
 def _ours(src: Path, dst: Path, calib: Feeds | None, **kwargs: Any) -> None:
-    if calib is not None:
-        kwargs.update(samples=calib, calibration_samples=len(calib), method="minmax")
+    if calib is not None:  # calibration_samples counts samples, not feeds (a feed holds a batch)
+        kwargs.update(samples=calib, calibration_samples=sum(len(next(iter(f.values()))) for f in calib),
+                      method="minmax")
     model, _ = quantize(str(src), report=False, **kwargs)
     gw.save(model, dst)
 
@@ -105,7 +106,7 @@ def test_static_onnx_at_least_as_accurate_as_onnxruntime(name: str, tmp_path: Pa
     quantize_static(str(src), str(tmp_path / "ort.onnx"), _Reader(calib), quant_format=QuantFormat.QDQ,
                     per_channel=True, activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                     calibrate_method=CalibrationMethod.MinMax)
-    _ours(src, tmp_path / "gw.onnx", calib, mode="static")
+    _ours(src, tmp_path / "gw.onnx", calib, mode="static", activation_type="int8")
     theirs = _metrics(reference, _ort_outputs(tmp_path / "ort.onnx", evals))
     ours = _metrics(reference, _ort_outputs(tmp_path / "gw.onnx", evals))
     _assert_at_least(ours, theirs, len(reference), SQNR_SLACK_DB)
