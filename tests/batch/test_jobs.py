@@ -51,8 +51,25 @@ def test_a_yaml_manifest_reads_like_json(tmp_path: Path) -> None:
     ({"models": []}, "'models' must be a non-empty list"),
     ({"models": ["a.onnx"], "extra": 1}, "unknown key(s) 'extra'"),
     ({"models": [{"model": "a.onnx", "simplify": True, "bogus": 1}]}, "model 1 (a.onnx): unknown key(s) 'bogus'"),
-    ({"models": [{"model": "a.onnx", "simplify": True, "transforms": "x"}]}, "'transforms' or 'simplify', not both"),
-    ({"models": [{"model": "a.onnx"}]}, "needs 'transforms' (a pipeline) or 'simplify'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "transforms": "x"}]}, "not 'transforms' and 'simplify'"),
+    ({"models": [{"model": "a.onnx"}]}, "needs 'transforms' (a pipeline), 'simplify' (true or options) or 'quantize'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "quantize": {"mode": "static"}}]},
+     "not 'simplify' and 'quantize'"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static", "methd": "entropy"}}]},
+     "model 1 (a.onnx): unknown quantize option(s) 'methd'; known: mode, data"),
+    ({"models": [{"model": "a.onnx", "quantize": {"method": "entropy"}}]}, "model 1 (a.onnx): 'quantize' needs a 'mode'"),
+    ({"models": [{"model": "a.onnx", "quantize": True}]}, "'quantize' must be an object of options"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static", "calibration_samples": "10"}}]},
+     "quantize option 'calibration_samples' must be a whole number, got '10'"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static", "per_channel": 1}}]},
+     "quantize option 'per_channel' must be true or false"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static", "bits": True}}]},
+     "quantize option 'bits' must be a whole number, got True"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static"}, "atol": 0.1}]},
+     "verified against 'min_sqnr_db' (dB), not 'atol'"),
+    ({"models": [{"model": "a.onnx", "simplify": True, "min_sqnr_db": 30}]}, "'min_sqnr_db' is the floor of a quantize job"),
+    ({"models": [{"model": "a.onnx", "quantize": {"mode": "static"}, "min_sqnr_db": "30"}]},
+     "'min_sqnr_db' must be a number of dB"),
     ({"models": [{"model": "a.onnx", "simplify": {"nope": 1}}]}, "unknown simplify option(s) 'nope'"),
     ({"models": [{"model": "a.onnx", "simplify": True, "check": -1}]}, "'check' must be a whole number"),
     ({"models": [{"simplify": True}]}, "model 1: needs 'model'"),
@@ -95,3 +112,36 @@ def test_a_folder_gives_one_job_per_model_file_in_name_order(tmp_path: Path) -> 
         jobs_from_folder(src, src, simplify={})
     with pytest.raises(ManifestError, match="no model files"):
         jobs_from_folder(src / "sub", tmp_path / "out", simplify={})
+
+
+def test_quantize_entries_resolve_paths_and_take_defaults_where_they_fit(tmp_path: Path) -> None:
+    (tmp_path / "m").mkdir()
+    manifest = tmp_path / "m" / "zoo.json"
+    manifest.write_text(json.dumps({
+        "output_dir": "out",
+        "defaults": {"quantize": {"mode": "static", "method": "entropy", "data": "calib/"}, "check": 2,
+                     "atol": 0.01, "min_sqnr_db": 25},
+        "models": [
+            "a.onnx",
+            {"model": "b.onnx", "quantize": {"mode": "weights", "bits": 4, "ranges": "/abs/r.json",
+                                             "exclude_nodes": "fc1,fc2", "keep_float": 1}, "min_sqnr_db": 12.5},
+            {"model": "c.onnx", "simplify": True},  # its own kind replaces the defaults' quantize
+        ],
+    }))
+    a, b, c = jobs_from_manifest(manifest)
+    root = tmp_path / "m"
+    assert (a.quantize, a.check, a.min_sqnr_db, a.atol, a.output) == (
+        {"mode": "static", "method": "entropy", "data": str(root / "calib")}, 2, 25.0, None, str(root / "out" / "a.onnx"))
+    assert (b.quantize, b.min_sqnr_db) == (
+        {"mode": "weights", "bits": 4, "ranges": "/abs/r.json", "exclude_nodes": ["fc1", "fc2"], "keep_float": 1}, 12.5)
+    # the default floor is a quantize job's; the default tolerance is this one's
+    assert (c.quantize, c.simplify, c.min_sqnr_db, c.atol) == (None, {}, None, 0.01)
+    (job,) = jobs_from_folder(_one_model(tmp_path), tmp_path / "o", quantize={"mode": "dynamic"}, min_sqnr_db=30)
+    assert (job.quantize, job.transforms, job.simplify, job.min_sqnr_db) == ({"mode": "dynamic"}, None, None, 30.0)
+
+
+def _one_model(tmp_path: Path) -> Path:
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.onnx").write_bytes(b"")
+    return folder

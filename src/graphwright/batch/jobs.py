@@ -6,11 +6,17 @@ A manifest is a list of models, or an object with optional ``defaults`` and ``ou
     {"output_dir": "out", "defaults": {"transforms": "fold_constants eliminate_identity"},
      "models": ["a.onnx",
                 {"model": "b.onnx", "simplify": {"skip_optimizations": ["fuse_bn_into_conv"]}, "check": 2},
-                {"model": "c.tflite", "output": "c_small.tflite", "inputs": ["x=c_input.npy"]}]}
+                {"model": "c.tflite", "output": "c_small.tflite", "inputs": ["x=c_input.npy"]},
+                {"model": "d.onnx", "quantize": {"mode": "static", "method": "entropy", "data": "calib/"},
+                 "check": 4, "min_sqnr_db": 25}]}
 
-Paths are relative to the manifest's folder.  An entry's keys are :data:`JOB_KEYS`; a job has a
-``transforms`` pipeline or ``simplify`` options (``true`` or an object of :data:`SIMPLIFY_KEYS`),
-not both.  Every problem is one :class:`ManifestError` line naming the entry.
+Paths are relative to the manifest's folder (``quantize``'s ``data`` and ``ranges`` too).  An
+entry's keys are :data:`JOB_KEYS`; a job has exactly one of a ``transforms`` pipeline,
+``simplify`` options (``true`` or an object of :data:`SIMPLIFY_KEYS`) or ``quantize`` options (an
+object of :data:`QUANTIZE_KEYS` with a ``mode``; the keyword arguments of
+:func:`graphwright.quantize.quantize`).  A quantize job is verified against a quality floor,
+``min_sqnr_db``, not ``rtol``/``atol``.  Every problem is one :class:`ManifestError` line naming
+the entry.
 """
 
 from __future__ import annotations
@@ -24,18 +30,28 @@ from typing import Any
 
 from ..errors import GraphwrightError
 
-__all__ = ["Job", "ManifestError", "JOB_KEYS", "SIMPLIFY_KEYS", "MODEL_SUFFIXES",
+__all__ = ["Job", "ManifestError", "JOB_KEYS", "SIMPLIFY_KEYS", "QUANTIZE_KEYS", "MODEL_SUFFIXES",
            "jobs_from_folder", "jobs_from_manifest", "parse_manifest"]
 
 #: The files a folder batch picks up.
 MODEL_SUFFIXES = (".onnx", ".pb", ".pbtxt", ".tflite")
 #: The keys of a manifest entry.
-JOB_KEYS = ("name", "model", "output", "transforms", "simplify", "input_names", "output_names",
-            "inputs", "check", "seed", "rtol", "atol")
+JOB_KEYS = ("name", "model", "output", "transforms", "simplify", "quantize", "input_names", "output_names",
+            "inputs", "check", "seed", "rtol", "atol", "min_sqnr_db")
 #: Simplify options a manifest may give (keyword arguments of :func:`graphwright.simplify.simplify`).
 SIMPLIFY_KEYS = ("overwrite_input_shapes", "skip_optimizations", "skip_all_optimizations", "skip_constant_folding",
                  "skip_shape_inference", "size_limit", "growth_limit", "fold_budget", "max_iterations", "target",
                  "inline_functions")
+#: Quantize options a manifest may give (keyword arguments of :func:`graphwright.quantize.quantize`)
+#: and the JSON type each takes; ``mode`` is required.
+QUANTIZE_KEYS: dict[str, tuple[type, ...]] = {
+    "mode": (str,), "data": (str,), "method": (str,), "calibration_samples": (int,), "eval_samples": (int,),
+    "seed": (int,), "ranges": (str,), "activation_type": (str,), "weight_type": (str,), "per_channel": (bool,),
+    "symmetric_activations": (bool,), "io_type": (str,), "bits": (int,), "block_size": (int,), "target": (str,),
+    "exclude_ops": (list, str), "exclude_nodes": (list, str), "keep_float": (int, str), "minimum_size": (int,),
+}
+#: Quantize options that are paths (relative to the manifest's folder).
+_QUANTIZE_PATHS = ("data", "ranges")
 
 
 class ManifestError(GraphwrightError):
@@ -44,11 +60,13 @@ class ManifestError(GraphwrightError):
 
 @dataclass
 class Job:
-    """One model of a batch: read ``model``, apply ``transforms`` or simplify, write ``output``.
+    """One model of a batch: read ``model``, apply ``transforms``, simplify or quantize, write ``output``.
 
     With ``inputs`` (``NAME=FILE.npy`` or ``FILE.npz`` items, as ``compare --input``) or ``check``
     (a number of seeded random inputs) the result is compared with the original before it is
-    written; beyond ``rtol``/``atol`` nothing is written and the job has failed.
+    written; beyond ``rtol``/``atol`` nothing is written and the job has failed.  A quantize job's
+    floor is ``min_sqnr_db`` instead (the worst output's SQNR, over the report's held-out samples
+    and the check inputs); without it nothing fails on quality.
     """
 
     name: str
@@ -56,6 +74,7 @@ class Job:
     output: str
     transforms: str | None = None
     simplify: dict[str, Any] | None = None
+    quantize: dict[str, Any] | None = None
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
     inputs: list[str] = field(default_factory=list)
@@ -63,6 +82,7 @@ class Job:
     seed: int = 0
     rtol: float | None = None
     atol: float | None = None
+    min_sqnr_db: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -74,7 +94,8 @@ class Job:
 
 def jobs_from_folder(folder: str | os.PathLike[str], output_dir: str | os.PathLike[str], *,
                      transforms: str | None = None, simplify: Mapping[str, Any] | None = None,
-                     check: int = 0, seed: int = 0) -> list[Job]:
+                     quantize: Mapping[str, Any] | None = None, check: int = 0, seed: int = 0,
+                     min_sqnr_db: float | None = None) -> list[Job]:
     """One job per model file directly in ``folder`` (sorted by name), its output of the same name in
     ``output_dir``."""
     src = Path(folder)
@@ -92,6 +113,10 @@ def jobs_from_folder(folder: str | os.PathLike[str], output_dir: str | os.PathLi
         defaults["transforms"] = transforms
     if simplify is not None:
         defaults["simplify"] = dict(simplify)
+    if quantize is not None:
+        defaults["quantize"] = dict(quantize)
+    if min_sqnr_db is not None:
+        defaults["min_sqnr_db"] = min_sqnr_db
     return parse_manifest({"defaults": defaults, "models": entries}, base=Path.cwd(), output_dir=out)
 
 
@@ -156,7 +181,7 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
             entry = {"model": entry}
         if not isinstance(entry, dict):
             raise ManifestError(f"{label}: expected a path or an object, got {type(entry).__name__}")
-        jobs.append(_job({**merged, **entry}, root, out_dir, label))
+        jobs.append(_job({**merged, **entry}, root, out_dir, label, own=set(entry)))
     names = [j.name for j in jobs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
@@ -179,7 +204,8 @@ def _path(root: Path, value: str) -> Path:
     return p if p.is_absolute() else root / p
 
 
-def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str) -> Job:
+def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str,
+         own: set[str] | frozenset[str] = frozenset()) -> Job:
     if not isinstance(entry.get("model"), str) or not entry["model"]:
         raise ManifestError(f"{label}: needs 'model', the path of a model file")
     model = _path(root, entry["model"])
@@ -195,13 +221,20 @@ def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str) ->
         value = entry.get(key)
         if value is not None and (not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0):
             raise ManifestError(f"{label}: '{key}' must be a number of at least 0, got {value!r}")
-    transforms, simplify = entry.get("transforms"), entry.get("simplify")
-    if simplify is False:
-        simplify = None
-    if transforms is not None and simplify is not None:
-        raise ManifestError(f"{label}: give 'transforms' or 'simplify', not both")
-    if transforms is None and simplify is None:
-        raise ManifestError(f"{label}: needs 'transforms' (a pipeline) or 'simplify' (true or options)")
+    kinds = ("transforms", "simplify", "quantize")
+    if own & set(kinds):  # the entry's own kind of job replaces the defaults'
+        entry = {key: value for key, value in entry.items() if key not in kinds or key in own}
+    transforms, simplify, quantize = entry.get("transforms"), entry.get("simplify"), entry.get("quantize")
+    simplify = None if simplify is False else simplify
+    quantize = None if quantize is False else quantize
+    given = [key for key, value in (("transforms", transforms), ("simplify", simplify), ("quantize", quantize))
+             if value is not None]
+    if len(given) > 1:
+        raise ManifestError(f"{label}: give one of 'transforms', 'simplify' or 'quantize', not "
+                            f"{' and '.join(map(repr, given))}")
+    if not given:
+        raise ManifestError(f"{label}: needs 'transforms' (a pipeline), 'simplify' (true or options) or "
+                            "'quantize' (options with a 'mode')")
     if transforms is not None and (not isinstance(transforms, str) or not transforms.strip()):
         raise ManifestError(f"{label}: 'transforms' must be a pipeline text")
     if simplify is True:
@@ -213,6 +246,11 @@ def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str) ->
         if bad:
             raise ManifestError(f"{label}: unknown simplify option(s) {', '.join(map(repr, bad))}; "
                                 f"known: {', '.join(SIMPLIFY_KEYS)}")
+    if quantize is not None:
+        quantize = _quantize_options(quantize, root, label)
+    min_sqnr = _floor(entry, quantize is not None, label, own)
+    if quantize is not None:  # a default tolerance is for the other jobs
+        entry = {**entry, "rtol": None, "atol": None}
     if entry.get("output"):
         output = _path(out_dir or root, str(entry["output"]))
     elif out_dir is not None:
@@ -231,6 +269,7 @@ def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str) ->
         output=str(output),
         transforms=transforms,
         simplify=None if simplify is None else dict(simplify),
+        quantize=quantize,
         input_names=_names(entry.get("input_names"), label, "input_names"),
         output_names=_names(entry.get("output_names"), label, "output_names"),
         inputs=inputs,
@@ -238,7 +277,55 @@ def _job(entry: dict[str, Any], root: Path, out_dir: Path | None, label: str) ->
         seed=int(entry.get("seed", 0)),
         rtol=entry.get("rtol"),
         atol=entry.get("atol"),
+        min_sqnr_db=min_sqnr,
     )
+
+
+def _quantize_options(value: Any, root: Path, label: str) -> dict[str, Any]:
+    """The entry's quantize options, checked against :data:`QUANTIZE_KEYS`, paths made absolute."""
+    if not isinstance(value, dict):
+        raise ManifestError(f"{label}: 'quantize' must be an object of options with a 'mode'")
+    bad = sorted(set(value) - set(QUANTIZE_KEYS))
+    if bad:
+        raise ManifestError(f"{label}: unknown quantize option(s) {', '.join(map(repr, bad))}; "
+                            f"known: {', '.join(QUANTIZE_KEYS)}")
+    if not isinstance(value.get("mode"), str) or not value["mode"]:
+        raise ManifestError(f"{label}: 'quantize' needs a 'mode' (static, dynamic, weights; TFLite also int8, 16x8)")
+    options: dict[str, Any] = {}
+    for key, item in value.items():
+        types = QUANTIZE_KEYS[key]
+        if item is None:
+            continue
+        wrong_bool = isinstance(item, bool) and bool not in types
+        if wrong_bool or not isinstance(item, types):
+            kinds = " or ".join({str: "a text", int: "a whole number", bool: "true or false",
+                                 list: "a list of names"}[t] for t in types)
+            raise ManifestError(f"{label}: quantize option '{key}' must be {kinds}, got {item!r}")
+        if key in _QUANTIZE_PATHS:
+            item = str(_path(root, item))
+        elif list in types:
+            item = _names(item, label, f"quantize {key}")
+        options[key] = item
+    return options
+
+
+def _floor(entry: dict[str, Any], quantize: bool, label: str, own: set[str] | frozenset[str]) -> float | None:
+    """``min_sqnr_db``: a number, for quantize jobs only (which take no ``rtol``/``atol``).  Given in
+    the defaults, each applies to the jobs it fits; given in the entry, it must fit."""
+    floor = entry.get("min_sqnr_db")
+    if floor is not None and (not isinstance(floor, (int, float)) or isinstance(floor, bool)):
+        raise ManifestError(f"{label}: 'min_sqnr_db' must be a number of dB, got {floor!r}")
+    if floor is not None and not quantize and "min_sqnr_db" not in own:
+        return None
+    if floor is not None and not quantize:
+        raise ManifestError(f"{label}: 'min_sqnr_db' is the floor of a quantize job; this job's tolerance is "
+                            "'rtol'/'atol'")
+    if quantize:
+        given = [key for key in ("rtol", "atol") if key in own and entry.get(key) is not None]
+        if given:
+            raise ManifestError(f"{label}: a quantize job is verified against 'min_sqnr_db' (dB), not "
+                                f"{' / '.join(map(repr, given))}")
+    return None if floor is None else float(floor)
 
 
 def _input(root: Path, item: str) -> str:

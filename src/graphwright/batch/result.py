@@ -11,6 +11,8 @@ from typing import Any
 #: written; ``error``: the job raised (bad model, unknown transform…); ``crashed``: the worker
 #: process died (signal or exit) before reporting; ``timeout``: the worker was stopped.
 STATUSES = ("ok", "failed", "error", "crashed", "timeout")
+#: What a quantize job adds to its result.
+QUANTIZE_FIELDS = ("quantize_mode", "sqnr_db", "top1_agreement", "size_before", "size_after")
 
 
 @dataclass
@@ -30,9 +32,23 @@ class BatchResult:
     max_abs_error: float | None = None
     checks: int = 0
     notes: list[str] = field(default_factory=list)
+    #: Quantize jobs (None otherwise): the mode, the worst output's SQNR in dB (None when every
+    #: output is exact) and the lowest top-1 agreement of the classifier-like outputs (None: none
+    #: is), over the report's held-out samples and the check inputs; ``max_abs_error`` is over both
+    #: too.  File sizes in bytes, before and after.
+    quantize_mode: str | None = None
+    sqnr_db: float | None = None
+    top1_agreement: float | None = None
+    size_before: int | None = None
+    size_after: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields; a job that is not a quantization leaves out the quantize ones (all None)."""
+        data = asdict(self)
+        if self.quantize_mode is None:
+            for key in QUANTIZE_FIELDS:
+                del data[key]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BatchResult:
