@@ -211,3 +211,12 @@ def test_calibration_engine_reference_gives_litert_ranges(tmp_path: Path, capsys
         assert tables["reference"][name] == pytest.approx([lo, hi], rel=1e-5, abs=1e-6), name
     rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "b.tflite", "--mode", "int8", "--batch-size", 4)
     assert rc == 2 and "needs a dynamic batch axis" in stderr
+
+
+def test_an_already_quantized_tflite_is_refused_before_calibrating(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    src = Path(__file__).resolve().parents[2] / "examples" / "small_cnn.tflite"  # the converter's int8 model
+    rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "q.tflite", "--mode", "int8")
+    assert rc == 2 and "already quantized" in stderr and "quantize its float original" in stderr
+    assert "NO CALIBRATION DATA" not in stderr and len(stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "q.tflite").exists()

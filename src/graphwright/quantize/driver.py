@@ -39,7 +39,7 @@ from ..transforms.quantize.options import QuantOptions, Ranges, load_ranges, res
 from ..transforms.quantize.quantize_weights import DEFAULT_MINIMUM_SIZE
 from ..transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
 from ..transforms.quantize.static_onnx import quantize_static_onnx
-from ..transforms.quantize.static_tflite import quantize_static_tflite
+from ..transforms.quantize.static_tflite import check_static_tflite, quantize_static_tflite
 from ..transforms.quantize.weights_tflite import quantize_weights_float16_tflite, quantize_weights_tflite
 from ..transforms.registry import TransformResult
 from . import calibration
@@ -109,6 +109,8 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     out = QuantReport(original.format, mode, method=method if kind == "static" and given is None else None,
                       excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
     needs_ranges = kind == "static" and given is None
+    if kind == "static" and original.format == "tflite":
+        check_static_tflite(original, options)  # an already-quantized model is refused before calibrating
     source = None
     if needs_ranges or report or keep is not None:
         source = _SampleSource(original, data, samples, calibration_samples if needs_ranges else 0,

@@ -51,7 +51,7 @@ from ._tflite_quant_math import (
 from ._tflite_quant_ops import FIXED_OUTPUT, SHAPE_ONLY, OpSpec, spec_of
 from .options import QuantOptions, Ranges
 
-__all__ = ["quantize_static_tflite"]
+__all__ = ["check_static_tflite", "quantize_static_tflite"]
 
 #: (scale, zero point) of one activation.
 Params = tuple[float, int]
@@ -59,7 +59,7 @@ Params = tuple[float, int]
 
 def quantize_static_tflite(model: Model, ranges: Ranges, options: QuantOptions) -> TransformResult:
     """Quantize ``model`` (float TFLite) in place with ``ranges``; see the module docstring."""
-    mode = _check(model, options)
+    mode = check_static_tflite(model, options)
     planner = _Planner(model.graph, ranges, options, mode)
     planner.select()
     planner.resolve()
@@ -70,7 +70,9 @@ def quantize_static_tflite(model: Model, ranges: Ranges, options: QuantOptions) 
     return TransformResult(changed=True, stats=stats, notes=notes)
 
 
-def _check(model: Model, options: QuantOptions) -> str:
+def check_static_tflite(model: Model, options: QuantOptions) -> str:
+    """Raise the one-line TransformError that quantizing ``model`` with ``options`` would raise
+    (wrong options, a model already quantized), before any calibration; returns the mode."""
     if model.format != "tflite":
         raise TransformError(f"quantize_static_tflite needs a TFLite model, got {model.format}")
     if options.activation_type not in ("int8", "int16"):
