@@ -132,16 +132,21 @@ def test_quantize_entries_resolve_paths_and_take_defaults_where_they_fit(tmp_pat
     root = tmp_path / "m"
     assert (a.quantize, a.check, a.min_sqnr_db, a.atol, a.output) == (
         {"mode": "static", "method": "entropy", "data": str(root / "calib")}, 2, 25.0, None, str(root / "out" / "a.onnx"))
+    # the entry's quantize options update the defaults' (mode replaced, method and data kept)
     assert (b.quantize, b.min_sqnr_db) == (
-        {"mode": "weights", "bits": 4, "ranges": "/abs/r.json", "exclude_nodes": ["fc1", "fc2"], "keep_float": 1}, 12.5)
+        {"mode": "weights", "method": "entropy", "data": str(root / "calib"), "bits": 4, "ranges": "/abs/r.json",
+         "exclude_nodes": ["fc1", "fc2"], "keep_float": 1}, 12.5)
     # the default floor is a quantize job's; the default tolerance is this one's
     assert (c.quantize, c.simplify, c.min_sqnr_db, c.atol) == (None, {}, None, 0.01)
     (job,) = jobs_from_folder(_one_model(tmp_path), tmp_path / "o", quantize={"mode": "dynamic"}, min_sqnr_db=30)
     assert (job.quantize, job.transforms, job.simplify, job.min_sqnr_db) == ({"mode": "dynamic"}, None, None, 30.0)
+    # a relative output folder is not joined twice
+    (job,) = jobs_from_folder(_one_model(tmp_path / "rel"), Path("o"), simplify={})
+    assert job.output == str(Path("o") / "a.onnx")
 
 
 def _one_model(tmp_path: Path) -> Path:
     folder = tmp_path / "one"
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "a.onnx").write_bytes(b"")
     return folder

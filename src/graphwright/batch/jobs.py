@@ -16,7 +16,7 @@ entry's keys are :data:`JOB_KEYS`; a job has exactly one of a ``transforms`` pip
 object of :data:`QUANTIZE_KEYS` with a ``mode``; the keyword arguments of
 :func:`graphwright.quantize.quantize`).  A quantize job is verified against a quality floor,
 ``min_sqnr_db``, not ``rtol``/``atol``.  Every problem is one :class:`ManifestError` line naming
-the entry.
+the entry.  An entry's ``quantize`` options update the defaults' (an entry's other keys replace them).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def jobs_from_folder(folder: str | os.PathLike[str], output_dir: str | os.PathLi
     out = Path(output_dir)
     if out.resolve() == src.resolve():
         raise ManifestError(f"the output folder {output_dir} is the input folder; choose another one")
-    entries = [{"model": str(p), "output": str(out / p.name)} for p in paths]
+    entries = [{"model": str(p)} for p in paths]  # written as out / the model's name
     defaults: dict[str, Any] = {"check": check, "seed": seed}
     if transforms is not None:
         defaults["transforms"] = transforms
@@ -181,6 +181,8 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
             entry = {"model": entry}
         if not isinstance(entry, dict):
             raise ManifestError(f"{label}: expected a path or an object, got {type(entry).__name__}")
+        if isinstance(merged.get("quantize"), dict) and isinstance(entry.get("quantize"), dict):
+            entry = {**entry, "quantize": {**merged["quantize"], **entry["quantize"]}}  # options over the defaults'
         jobs.append(_job({**merged, **entry}, root, out_dir, label, own=set(entry)))
     names = [j.name for j in jobs]
     twice = sorted({n for n in names if names.count(n) > 1})
