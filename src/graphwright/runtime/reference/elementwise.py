@@ -662,21 +662,22 @@ def softmax(ctx: OpContext) -> list[np.ndarray]:
         return [(e / e.sum(axis=-1, keepdims=True, dtype=np.float32)).astype(dtype)]
     if x.dtype == np.int16:
         return [_softmax_int16(ctx, x, beta)]
-    qi, qo = _quants(ctx, 0)
-    table = ctx.cache.get("exp_table")
-    if table is None:
-        table = ctx.cache["exp_table"] = np.exp(np.float32(-qi.s) * beta * np.arange(256, dtype=np.float32)
-                                                ).astype(np.float32)
-    xi = x.astype(np.int64)
-    e = table[xi.max(axis=-1, keepdims=True) - xi]
+    constants = ctx.cache.get("softmax8")
+    if constants is None:
+        qi, qo = _quants(ctx, 0)
+        table = np.exp(np.float32(-qi.s) * beta * np.arange(256, dtype=np.float32)).astype(np.float32)
+        constants = ctx.cache["softmax8"] = (table, np.float32(qo.s), qo.zp, *type_range(dtype))
+    table, s_out, zp, lo, hi = constants
+    xi = x.astype(np.int16)  # 8-bit: max − x within [0, 255]
+    e = table.take(xi.max(axis=-1, keepdims=True) - xi)
     total = np.cumsum(e, axis=-1, dtype=np.float32)[..., -1:]  # sequential float32 sum
-    inv = (np.float32(1) / (total * np.float32(qo.s))).astype(np.float32)
-    prob = (e * inv).astype(np.float32)
+    prob = e * (np.float32(1) / (total * s_out))  # float32 throughout
     if dtype == np.uint8:  # truncation after +0.5 (x86 build)
-        q = np.floor(prob + np.float32(0.5)).astype(np.int64) + qo.zp
-    else:
-        q = round_half_away(prob).astype(np.int64) + qo.zp
-    return [np.clip(q, *type_range(dtype)).astype(dtype)]
+        q = np.floor(prob + np.float32(0.5)).astype(np.int64)
+    else:  # round half away from zero of prob ≥ 0: ⌊prob + ½⌋, exact in float64
+        q = np.floor(prob.astype(np.float64) + 0.5).astype(np.int64)
+    q += zp
+    return [np.clip(q, lo, hi, out=q).astype(dtype)]
 
 
 def _softmax_int16(ctx: OpContext, x: np.ndarray, beta: np.float32) -> np.ndarray:
