@@ -114,3 +114,27 @@ def test_every_method_keeps_tiny_and_degenerate_data_in_range(values: list[float
         assert abs(lo - x.min()) <= s.width and abs(hi - x.max()) <= s.width, method  # nothing to clip
         neg, pos = value_range(s, method, symmetric=True)
         assert neg == -pos and abs(pos - np.abs(x).max()) <= s.width, method
+
+
+@pytest.mark.parametrize("mask", [float(np.finfo(np.float32).min), -1e9, -1e4])
+@pytest.mark.parametrize("method", ["percentile", "entropy", "mse"])
+def test_a_mask_cluster_is_never_clipped_away(mask: float, method: str) -> None:
+    """Attention scores plus a mask: a few masked elements at ``mask``.  Clipping them would give the
+    quantizer the scores' range, where masked positions saturate to a small negative and leak
+    through the Softmax; the mask's min/max range is kept for the quantizer to leave it float.
+    A cluster above -1e4 is ordinary data, clipped as usual (by percentile and mse here; entropy's
+    KL keeps these three on this grid)."""
+    rng = np.random.default_rng(0)
+    scores = rng.standard_normal(100_000).astype(np.float32)
+    data = scores.copy()
+    data[:3] = (np.float32(mask) + scores[:3]).astype(np.float32)
+    stats = ValueStats()
+    stats.update(data)
+    assert value_range(stats, method) == (float(data.min()), float(data.max()))
+    if method == "entropy":
+        return
+    ordinary = scores.copy()
+    ordinary[:3] = -900.0
+    plain = ValueStats()
+    plain.update(ordinary)
+    assert value_range(plain, method)[0] > -900.0

@@ -9,7 +9,11 @@ Notation: the histogram has ``B`` bins of width ``w`` over ``[-R, R)``; ``h_k`` 
 ``|x|``-histogram ``a_j = h[B/2 + j] + h[B/2 - 1 - j]`` counts ``w j <= |x| < w (j + 1)``
 (an exact fold of the grid).  ``N`` = finite elements.  Results never leave ``[min, max]`` of the
 data, except that ``symmetric=True`` returns ``(-T, T)``.  A value that saw no finite element
-gets no range (the quantizer then reports it missing).
+gets no range (the quantizer then reports it missing).  A value whose min/max range is an
+attention mask's (``finfo.min`` or ``-1e4`` added to scores: ``unusable_range`` of the QDQ
+planner says "mask-like") keeps that range whatever the method: clipping the mask cluster away
+would hand the quantizer a small range that lets masked positions through the Softmax; the
+quantizer leaves such a tensor float.
 
 ``dtype`` is the integer type the range is for (``int8``, ``uint8``, ``int16``): ``L = 2**bits - 1``
 quantization steps.
@@ -22,6 +26,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ...transforms.quantize.static_onnx import unusable_range
 from .errors import CalibrationError
 from .stats import Statistics, ValueStats
 
@@ -298,6 +303,8 @@ def value_range(stats: ValueStats, method: str = "minmax", **options: object) ->
     fn = _method(method, options)
     if not stats.count:
         return None
+    if unusable_range(stats.min, stats.max) is not None:
+        return (stats.min, stats.max)  # a mask's range: the quantizer leaves it float, no clipping hides it
     lo, hi = fn(stats, **options)
     return (float(lo), float(max(lo, hi)))
 

@@ -33,6 +33,15 @@ Instance/Layer/BatchNormalization           input, scale (a weight), bias (int32
 
 "Quantized" means marked by an earlier node, so the order of the walk matters, as in
 onnxruntime.  Nodes excluded by the options and operators not in the table are left float.
+
+A tensor whose range gives no usable scale is never marked (:func:`unusable_range`): a
+non-finite range, one whose width overflows float32, or a *mask-like* range — a minimum at or
+below ``-MASK_MAGNITUDE`` with a maximum within ``MASK_RATIO`` of it in magnitude, what an
+attention mask (``finfo.min``, ``-1e9``, ``-1e4`` added to scores) gives.  Quantizing such a
+tensor on its range sends every real score to one code (onnxruntime writes NaN zero points or
+useless scales there); clipping it to the scores' range would let the masked positions through
+the Softmax.  Left float, it costs only that one tensor (its Add and the Softmax's input run
+float), as onnxruntime's users get by excluding the mask Add by hand.
 The Relu/Clip removal is the one graph edit made here; everything else is recorded for
 :mod:`.static_onnx` to apply.  O(N + E).
 """
@@ -43,10 +52,18 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...ir import Attr, Graph, Node, Value, constant_value
 from .options import QuantOptions
 
-__all__ = ["Mark", "BiasMark", "QdqPlan", "plan_qdq", "adjust_ranges", "QDQ_OPS"]
+__all__ = ["Mark", "BiasMark", "QdqPlan", "plan_qdq", "adjust_ranges", "unusable_range", "QDQ_OPS",
+           "MASK_MAGNITUDE", "MASK_RATIO"]
+
+#: A range reaching this far below zero, with a maximum ``MASK_RATIO`` times smaller, is a mask's.
+MASK_MAGNITUDE = 1e4
+MASK_RATIO = 1e-3
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 _SELF_OPS = frozenset({"ArgMax", "Add", "Mul", "LeakyRelu", "Sigmoid", "GlobalAveragePool", "Concat",
                        "Softmax", "EmbedLayerNormalization", "CumSum"})
@@ -91,11 +108,24 @@ class QdqPlan:
     #: Nodes left float: (reason, op) -> count; and the excluded node names.
     left_float: Counter[tuple[str, str]] = field(default_factory=Counter)
     excluded: list[str] = field(default_factory=list)
+    #: Tensors not quantized because their range is unusable: reason -> value names.
+    unusable: dict[str, list[str]] = field(default_factory=dict)
     #: Other inputs of removed nodes (a Clip's bounds): dropped when nothing reads them any more.
     orphans: list[Value] = field(default_factory=list)
 
     def quantized(self, value: Value | None) -> bool:
         return value is not None and (value in self.marks or value in self.biases)
+
+
+def unusable_range(lo: float, hi: float) -> str | None:
+    """Why the range ``[lo, hi]`` cannot be quantized (None when it can; see the module docstring)."""
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "non-finite range"
+    if lo <= -MASK_MAGNITUDE and hi <= -lo * MASK_RATIO:
+        return "mask-like range"
+    if max(hi, 0.0) - min(lo, 0.0) > _FLOAT32_MAX:
+        return "range wider than float32"
+    return None
 
 
 def is_weight(value: Value) -> bool:
@@ -141,8 +171,23 @@ class _Walk:
         return value is not None and self.is_float(value)
 
     def activation(self, value: Value | None, kind: str = "activation") -> None:
-        if self.quantizable(value) and value not in self.plan.marks:
+        if self.quantizable(value) and value not in self.plan.marks and self.usable(value):
             self.plan.marks[value] = Mark(kind)
+
+    def usable(self, value: Value) -> bool:
+        """False (and recorded) for a value whose range (calibrated, or a constant's own) is unusable."""
+        pair = self.ranges.get(value.name)
+        if pair is None:
+            data = constant_value(value)
+            if data is None or not data.size or data.dtype.numpy is None or data.dtype.numpy.kind != "f":
+                return True
+            array = data.numpy()
+            pair = (float(array.min()), float(array.max()))
+        lo, hi = pair  # type: ignore[misc]
+        reason = unusable_range(float(lo), float(hi))
+        if reason is not None:
+            self.plan.unusable.setdefault(reason, []).append(value.name)
+        return reason is None
 
     def shared(self, value: Value | None, provider: Value) -> None:
         if self.quantizable(value):

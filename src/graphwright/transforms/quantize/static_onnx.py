@@ -24,7 +24,9 @@ fresh names are taken instead.
 int16 activations need QuantizeLinear of opset 21; below it ``target=onnxruntime`` writes
 onnxruntime's ``com.microsoft`` Q/DQ (as onnxruntime does), ``generic`` refuses.  Opset < 10
 has no QuantizeLinear (refused); opset < 13 has no per-channel axis (weights per tensor,
-with a note).  Only the main graph is quantized.  O(N + E + weights).
+with a note).  Tensors whose range no scale represents (non-finite, wider than float32, an
+attention mask's ``finfo.min``: see :func:`._qdq_onnx_plan.unusable_range`) stay float, named in
+a note.  Only the main graph is quantized.  O(N + E + weights).
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ from ._qdq_onnx_params import (
     weight_params,
     widen_weight_scale_for_bias,
 )
-from ._qdq_onnx_plan import BiasMark, QdqPlan, adjust_ranges, is_weight, plan_qdq
+from ._qdq_onnx_plan import BiasMark, QdqPlan, adjust_ranges, is_weight, plan_qdq, unusable_range
 from .options import QuantOptions, Ranges
 
-__all__ = ["quantize_static_onnx"]
+__all__ = ["quantize_static_onnx", "unusable_range"]
 
 MS_DOMAIN = "com.microsoft"
 #: First opsets with QuantizeLinear, with its per-channel axis, and with 16-bit types.
@@ -82,6 +84,7 @@ def quantize_static_onnx(model: Model, ranges: Ranges, options: QuantOptions) ->
         "weights_quantized": writer.weights, "biases_quantized": writer.biases,
         "activations_removed": sum(plan.fused.values()), "nodes_left_float": sum(plan.left_float.values()),
         "weight_scales_widened": writer.widened, "already_quantized": writer.existing,
+        "unusable_ranges": len({name for names in plan.unusable.values() for name in names}),
     }
     if writer.existing:
         notes.append(f"{writer.existing} tensor(s) already quantized by the model's own Q/DQ nodes: left as they are")
@@ -135,6 +138,11 @@ def _float_notes(plan: QdqPlan) -> list[str]:
         if reason != "excluded":
             by_reason.setdefault(reason, []).append(f"{op} x{count}")
     notes.extend(f"left float ({reason}): {', '.join(ops)}" for reason, ops in by_reason.items())
+    for reason, names in sorted(plan.unusable.items()):
+        unique = list(dict.fromkeys(names))
+        shown = ", ".join(unique[:5]) + (" ..." if len(unique) > 5 else "")
+        notes.append(f"{len(unique)} tensor(s) left float ({reason}: no scale represents it; an attention mask "
+                     f"added to scores gives one): {shown}")
     return notes
 
 
