@@ -1,6 +1,7 @@
 """``run_ray`` against ``run_local`` on the same 20 models plus a crashing one: byte-identical outputs,
-equal summaries except the times, the crash reported the same way; calibration sharded over two
-Ray workers against one TensorFlow run.  One local Ray cluster (2 CPUs) for the module."""
+equal summaries except the times, the crash reported the same way; the same for quantize jobs (ONNX
+and TFLite, calibrated on data or seeded inputs, one below its SQNR floor); calibration sharded over
+two Ray workers against one TensorFlow run.  One local Ray cluster (2 CPUs) for the module."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from graphwright.batch import (
     jobs_from_folder,
     merge_records,
     min_max,
+    parse_manifest,
     run_local,
     run_ray,
     shard_bounds,
@@ -25,7 +27,8 @@ from graphwright.transforms.quantize.freeze_requantization_ranges import parse_m
 from tests.calibrate.test_run import SPEC, _prepare
 from tests.transforms.quantize._helpers import EXAMPLE_OUTPUTS, ours
 
-from .zoo import make_zoo, write_plugin
+from .test_quantize_jobs import _errors, _mlp, _ort
+from .zoo import EXAMPLES, make_zoo, write_plugin
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
@@ -53,8 +56,8 @@ def _jobs(models: Path, out: Path) -> list[Job]:
 
 
 def _comparable(summary: dict, out: Path) -> dict:
-    rows = [{**row, "seconds": None, "output": str(Path(row["output"]).relative_to(out))}
-            for row in summary["models"]]
+    rows = [{**row, "seconds": None, "output": str(Path(row["output"]).relative_to(out)),
+             "error": row["error"].replace(str(out), "<out>")} for row in summary["models"]]
     return {"models": rows, "totals": summary["totals"]}
 
 
@@ -81,6 +84,45 @@ def test_ray_and_local_give_identical_results(cluster, tmp_path: Path) -> None:
     assert len(chains) == 17 and all((r.nodes_before, r.nodes_after) == (4, 2) for r in chains)
     verified = [r for r in on_ray if r.checks]
     assert len(verified) >= 5 and all(r.max_abs_error is not None and r.max_abs_error < 1e-4 for r in verified)
+
+
+def _quantize_jobs(root: Path, out: Path) -> list[Job]:
+    return parse_manifest({"output_dir": str(out), "models": [
+        {"model": "mlp.onnx", "quantize": {"mode": "static", "method": "entropy", "data": "calib"}, "check": 2},
+        {"model": "mlp.onnx", "name": "dynamic", "output": "dynamic.onnx", "quantize": {"mode": "dynamic"},
+         "check": 1, "min_sqnr_db": 20},
+        {"model": "mlp.onnx", "name": "floor", "output": "floor.onnx", "quantize": {"mode": "weights", "bits": 4},
+         "min_sqnr_db": 99},
+        {"model": str(EXAMPLES / "small_cnn.onnx"), "quantize": {"mode": "static", "calibration_samples": 12,
+                                                                 "eval_samples": 2}},
+        {"model": str(EXAMPLES / "small_cnn_float.tflite"), "quantize": {"mode": "int8", "calibration_samples": 12,
+                                                                         "eval_samples": 2}, "check": 1},
+    ]}, base=root)
+
+
+def test_quantize_jobs_give_the_same_bytes_and_numbers_locally_and_on_ray(cluster, tmp_path: Path) -> None:
+    _mlp(tmp_path / "mlp.onnx")
+    (tmp_path / "calib").mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(10):
+        np.save(tmp_path / "calib" / f"s{i}.npy", rng.normal(size=(1, 64)).astype(np.float32))
+    local_out, ray_out = tmp_path / "local", tmp_path / "ray"
+    local = run_local(_quantize_jobs(tmp_path, local_out), workers=2)
+    on_ray = run_ray(_quantize_jobs(tmp_path, ray_out))
+    a, b = summary_dict(local), summary_dict(on_ray)
+    assert a["totals"] == {"models": 5, "ok": 4, "failed": 1, "error": 0, "crashed": 0, "timeout": 0}, a
+    assert _comparable(a, local_out) == _comparable(b, ray_out)  # every number, bit for bit
+    assert [r.name for r in on_ray if r.status == "failed"] == ["floor"]
+    written = sorted(p.name for p in local_out.iterdir())
+    assert written == sorted(p.name for p in ray_out.iterdir()) == [
+        "dynamic.onnx", "mlp.onnx", "small_cnn.onnx", "small_cnn_float.tflite"]
+    for name in written:
+        assert (local_out / name).read_bytes() == (ray_out / name).read_bytes(), name
+    # the Ray-written static model against onnxruntime: the job's numbers are no better than these
+    held_out = [{"x": np.load(tmp_path / "calib" / f"s{i}.npy")} for i in (4, 9)]
+    sqnr, max_abs, _ = _errors(_ort(tmp_path / "mlp.onnx", held_out), _ort(ray_out / "mlp.onnx", held_out))
+    static = on_ray[0]
+    assert static.sqnr_db <= sqnr + 1e-6 and static.max_abs_error >= max_abs - 1e-6 and static.checks == 2
 
 
 @pytest.mark.tf
