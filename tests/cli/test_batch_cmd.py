@@ -1,4 +1,5 @@
-"""``graphwright batch`` as a user runs it: a folder, a manifest, a crash, the summary, bad input."""
+"""``graphwright batch`` as a user runs it: a folder, a manifest, a crash, the summary, bad input, quantize jobs
+(their numbers against onnxruntime on the written file)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
+from graphwright.runtime import input_specs
+from graphwright.verify import random_feeds
+from tests.batch.test_quantize_jobs import _errors, _mlp, _ort
 from tests.batch.zoo import conv_bn_model, write_plugin
 from tests.cli.test_diff_cmd import _run_in_pty
 from tests.diff.test_html import CHROMIUM, _browser, _console
@@ -178,3 +183,69 @@ def test_progress_bar_counts_models_on_a_terminal_only(tmp_path: Path) -> None:
     for flag in ("--quiet", "--json"):
         out = _run_in_pty([*argv, flag], tmp_path)
         assert "eta" not in out and "/3" not in out, out[-2000:]
+
+
+def _calibration_folder(tmp_path: Path) -> tuple[Path, Path]:
+    """``models/mlp.onnx`` and ten samples in ``calib/``."""
+    models, calib = tmp_path / "models", tmp_path / "calib"
+    models.mkdir()
+    calib.mkdir()
+    _mlp(models / "mlp.onnx")
+    rng = np.random.default_rng(2)
+    for i in range(10):
+        np.save(calib / f"s{i}.npy", rng.normal(size=(1, 64)).astype(np.float32))
+    return models, calib
+
+
+def test_a_folder_is_quantized_with_its_numbers_in_the_table_and_json(tmp_path: Path) -> None:
+    models, calib = _calibration_folder(tmp_path)
+    result = gw("batch", "models", "--out", "out", "--quantize", "static", "--quantize-data", "calib",
+                "--method", "entropy", "--check", "2", "--summary", "summary.json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (row,) = json.loads((tmp_path / "summary.json").read_text())["models"]
+    written = tmp_path / "out" / "mlp.onnx"
+    assert (row["status"], row["quantize_mode"], row["checks"]) == ("ok", "static", 2)
+    # the worst of the held-out data samples (every fifth) and the two seeded check inputs, by onnxruntime
+    held_out = [{"x": np.load(calib / f"s{i}.npy")} for i in (4, 9)]
+    checks = [random_feeds(input_specs(models / "mlp.onnx"), seed=s) for s in range(2)]
+    measured = [_errors(_ort(models / "mlp.onnx", feeds), _ort(written, feeds)) for feeds in (held_out, checks)]
+    assert row["sqnr_db"] == pytest.approx(min(m[0] for m in measured), abs=1e-6)
+    assert row["max_abs_error"] == pytest.approx(max(m[1] for m in measured), rel=1e-6)
+    assert (row["size_before"], row["size_after"]) == ((models / "mlp.onnx").stat().st_size, written.stat().st_size)
+    assert "SQNR dB" in result.stdout and f"{row['sqnr_db']:.1f}" in result.stdout
+    assert "NO CALIBRATION DATA" not in result.stderr
+    # without --check, the floor is on the held-out samples: just above what they reach, failed, exit 1
+    floor = gw("batch", "models", "--out", "high", "--quantize", "static", "--quantize-data", "calib",
+               "--method", "entropy", "--min-sqnr", f"{measured[0][0] + 0.01:.3f}", "--json", cwd=tmp_path)
+    assert floor.returncode == 1, floor.stderr
+    (failed,) = json.loads(floor.stdout)["models"]
+    assert failed["status"] == "failed" and "below min_sqnr_db" in failed["error"]
+    assert not (tmp_path / "high" / "mlp.onnx").exists()
+    assert failed["sqnr_db"] == pytest.approx(measured[0][0], abs=1e-6) and failed["checks"] == 0
+
+
+def test_quantize_columns_appear_in_the_html_only_with_a_quantize_job(tmp_path: Path) -> None:
+    models, _ = _calibration_folder(tmp_path)
+    manifest = tmp_path / "zoo.json"
+    manifest.write_text(json.dumps({"output_dir": "out", "models": [
+        {"model": str(EXAMPLE), "simplify": True},
+        {"model": "models/mlp.onnx", "quantize": {"mode": "dynamic"}, "check": 1}]}))
+    page = tmp_path / "summary.html"
+    result = gw("batch", manifest, "--quiet", "--summary", tmp_path / "s.json", "--html", page)
+    assert result.returncode == 0, result.stderr
+    simplified, quantized = json.loads((tmp_path / "s.json").read_text())["models"]
+    assert "quantize_mode" not in simplified and quantized["quantize_mode"] == "dynamic"
+    parser = _Rows()
+    parser.feed(page.read_text())
+    (_, first), (_, second) = parser.rows
+    assert len(first) == len(second) == 14 and first[6:11] == [""] * 5
+    assert second[6:11] == ["dynamic", f"{quantized['sqnr_db']:.2f}", f"{quantized['top1_agreement']:.1%}",
+                            str(quantized["size_before"]), str(quantized["size_after"])]
+    plain = tmp_path / "plain.html"
+    manifest.write_text(json.dumps({"output_dir": "out2", "models": [{"model": str(EXAMPLE), "simplify": True}]}))
+    assert gw("batch", manifest, "--quiet", "--html", plain).returncode == 0
+    assert "SQNR" not in plain.read_text()
+    assert_one_line_error(gw("batch", models, "--out", tmp_path / "o", "--method", "entropy"),
+                          "options of --quantize MODE")
+    assert_one_line_error(gw("batch", models, "--out", tmp_path / "o", "--quantize", "static", "--quantize-data",
+                             tmp_path / "none"), "--quantize-data", "no such folder")
