@@ -16,8 +16,9 @@ floor per mode (:data:`FLOORS`: random-weight models, calibrated on 8 random sam
 others).  Exports whose outputs are NMS-selected boxes compare only when both models keep the same
 boxes (otherwise the record says so).
 
-``python -m tests.quantize.test_onnx_sweep [NAME...]`` prints the table of
-``benchmarks/quantize_onnx_sweep.md``.  Default run: 3 small exports (:data:`DEFAULT`); the rest
+``python -m tests.quantize.test_onnx_sweep [NAME...] > sweep.jsonl`` runs the sweep (one JSON
+record per line); ``python -m tests.quantize.test_onnx_sweep --summary sweep.jsonl`` prints the
+tables of ``benchmarks/quantize_onnx_sweep.md``.  Default run: 3 small exports (:data:`DEFAULT`); the rest
 with ``--wide``.
 """
 
@@ -232,8 +233,32 @@ def test_wide(name: str, mode: str) -> None:
     _check(run_one(name, mode))
 
 
+def summary(records: list[Record]) -> str:
+    """The markdown tables of ``benchmarks/quantize_onnx_sweep.md``: per mode, counts by status and
+    the SQNR distribution (worst output, worst size) of the quantized ones; then every non-quantized record."""
+    lines = ["| mode | runs | quantized | unchanged | refused | failing | SQNR min | p10 | median | max |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for mode in CONFIGS:
+        rows = [r for r in records if r.mode == mode]
+        count = {k: sum(r.status == k for r in rows) for k in ("quantized", "unchanged", "refused", "failing")}
+        worst = np.array([min(r.sqnr) for r in rows if r.status == "quantized" and r.sqnr], dtype=np.float64)
+        worst = worst[np.isfinite(worst)]
+        dist = [f"{np.percentile(worst, q):.1f}" for q in (0, 10, 50, 100)] if worst.size else ["-"] * 4
+        lines.append(f"| {mode} | {len(rows)} | {count['quantized']} | {count['unchanged']} | {count['refused']} | "
+                     f"{count['failing']} | {' | '.join(dist)} |")
+    lines += ["", "| model | mode | status | SQNR dB per size | detail |", "|---|---|---|---|---|"]
+    lines += [f"| {r.model} | {r.mode} | {r.status} | {r.sqnr} | {r.detail} |" for r in records
+              if r.status != "quantized" or r.detail]
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    """Run the sweep (all models, or ``argv``), one JSON line per record on stdout."""
+    """Run the sweep (all models, or ``argv``), one JSON line per record on stdout;
+    ``--summary FILE`` prints the tables of the JSON lines in FILE instead."""
+    if argv[:1] == ["--summary"]:
+        with open(argv[1]) as f:
+            print(summary([Record(**json.loads(line)) for line in f if line.startswith("{")]))
+        return 0
     for name in argv or all_models():
         for mode in _modes(name):
             print(json.dumps(asdict(run_one(name, mode))), flush=True)
