@@ -150,3 +150,16 @@ def _one_model(tmp_path: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "a.onnx").write_bytes(b"")
     return folder
+
+
+def test_command_line_quantize_options_complete_the_manifests(tmp_path: Path) -> None:
+    """--method / --quantize-data without --quantize (defaults without a mode) reach only quantize entries;
+    with a mode, a manifest's own default quantize options are laid over them."""
+    data = {"defaults": {"transforms": "fold_constants"}, "output_dir": "o", "models": [
+        "a.onnx", {"model": "b.onnx", "quantize": {"mode": "static"}}]}
+    a, b = parse_manifest(data, base=tmp_path, defaults={"quantize": {"method": "entropy", "data": "/d"}})
+    assert (a.transforms, a.quantize) == ("fold_constants", None)
+    assert b.quantize == {"mode": "static", "method": "entropy", "data": "/d"}
+    data = {"defaults": {"quantize": {"mode": "dynamic", "eval_samples": 4}}, "output_dir": "o", "models": ["a.onnx"]}
+    (a,) = parse_manifest(data, base=tmp_path, defaults={"quantize": {"mode": "static", "method": "mse"}})
+    assert a.quantize == {"mode": "dynamic", "method": "mse", "eval_samples": 4}

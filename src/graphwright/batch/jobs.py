@@ -167,7 +167,12 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
     file_defaults = data.get("defaults") or {}
     if not isinstance(file_defaults, dict):
         raise ManifestError(f"{where}: 'defaults' must be an object")
+    quantize = _merge_options(merged.get("quantize"), file_defaults.get("quantize"))
     merged.update(file_defaults)
+    # quantize options without a mode (the command line's --method alone) only complete quantize entries
+    merged.pop("quantize", None)
+    if isinstance(quantize, dict) and "mode" in quantize:
+        merged["quantize"] = quantize
     if output_dir is not None:
         out_dir = Path(output_dir)
     elif data.get("output_dir") is not None:
@@ -181,8 +186,8 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
             entry = {"model": entry}
         if not isinstance(entry, dict):
             raise ManifestError(f"{label}: expected a path or an object, got {type(entry).__name__}")
-        if isinstance(merged.get("quantize"), dict) and isinstance(entry.get("quantize"), dict):
-            entry = {**entry, "quantize": {**merged["quantize"], **entry["quantize"]}}  # options over the defaults'
+        if isinstance(entry.get("quantize"), dict):  # the entry's options over the defaults'
+            entry = {**entry, "quantize": _merge_options(quantize, entry["quantize"])}
         jobs.append(_job({**merged, **entry}, root, out_dir, label, own=set(entry)))
     names = [j.name for j in jobs]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -199,6 +204,14 @@ def parse_manifest(data: Any, *, base: str | os.PathLike[str], output_dir: str |
         raise ManifestError(f"{where}: a job would write over the model {clobber[0]}, an input of the batch; "
                             "choose another output")
     return jobs
+
+
+def _merge_options(base: Any, over: Any) -> Any:
+    """Two layers of quantize options: ``over``'s keys win; anything but two objects is ``over``
+    (or ``base`` when there is no ``over``)."""
+    if isinstance(base, dict) and isinstance(over, dict):
+        return {**base, **over}
+    return base if over is None else over
 
 
 def _path(root: Path, value: str) -> Path:
