@@ -33,6 +33,7 @@ Cost: O(nodes + edges + weight elements); the model is changed in place.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -367,7 +368,11 @@ class _Rewriter:
         self.counters: dict[str, int] = {}
         #: the float data of the constants quantized so far (a shared bias is copied from it)
         self.float_data: dict[Value, np.ndarray] = {}
-        self.names = {v.name for v in plan.graph.initializers} | {v.name for n in plan.graph for v in n.outputs}
+        self.names = ({v.name for v in plan.graph.initializers} | {v.name for v in plan.graph.inputs}
+                      | {v.name for n in plan.graph for v in n.outputs})
+        #: a requantized value -> the value it requantizes; (value, params) -> a reader's own requantization
+        self.requantized_from: dict[Value, Value] = {}
+        self.extra_requant: dict[tuple[Value, Params], Value] = {}
         #: the activations that become integer: outputs of quantized operators, graph inputs they read
         self.integer: set[Value] = set()
 
@@ -422,6 +427,7 @@ class _Rewriter:
     # -- constants -----------------------------------------------------------------
     def _constants(self, node: Node, spec: OpSpec) -> None:
         legacy = self.mode == "int16"
+        self._private_constants(node)
         weights: dict[int, np.ndarray] = {}
         for index, axis in spec.weights.items():
             value = node.inputs[index] if index < len(node.inputs) else None
@@ -449,6 +455,21 @@ class _Rewriter:
         for _, value in self.plan.activations(node):
             if value.const is not None and value.dtype is DType.FLOAT32:
                 self._quantize_constant(value)
+
+    def _private_constants(self, node: Node) -> None:
+        """A float constant an operator left float reads too keeps its float data: the quantized
+        reader gets its own copy (``<name>1``, the next free name) to quantize."""
+        for index, value in enumerate(node.inputs):
+            if value is None or value.const is None or value.dtype is not DType.FLOAT32:
+                continue
+            if all(user in self.plan.quantized for user in value.users()):
+                continue
+            name = self._unique(value.name)
+            copy = Value(name, DType.FLOAT32, value.shape, const=Tensor.from_numpy(value.const.numpy(), name=name))
+            self.graph.add_initializer(copy)
+            node.replace_input(index, copy)
+            if value in self.plan.states:
+                self.plan.states[copy] = self.plan.states[value]
 
     def _own_copy(self, node: Node, index: int, value: Value) -> Value | None:
         """A bias another operator quantized already: the MLIR quantizer gives each reader its own
@@ -564,7 +585,7 @@ class _Rewriter:
         value = node.inputs[index]
         assert value is not None
         if self.mode == "int8":
-            self._requantize_value(value, params)
+            self._requantize_reader(node, index, value, params)
             return
         out = Value(f"{value.name}_requantized", self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
         quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
@@ -572,13 +593,42 @@ class _Rewriter:
         self.graph.insert_before(node, quantize)
         node.replace_input(index, out)
 
-    def _requantize_value(self, value: Value, params: Params) -> None:
+    def _requantize_reader(self, node: Node, index: int, value: Value, params: Params) -> None:
+        """MLIR requantizes a value once for all its readers; a reader wanting yet another scale
+        (same-scale operators of different scales reading one value) gets its own QUANTIZE of
+        the original value to that scale."""
+        source = self.requantized_from.get(value, value)
+        current = value.quant
+        if current is not None and (float(current.scale[0]), int(current.zero_point[0])) == params:
+            return
+        if source is value:
+            self._requantize_value(value, params, keep=self._wants_own_scale)
+            return
+        key = (source, params)
+        if key not in self.extra_requant:
+            out = Value(self._unique(source.name), self.dtype, source.shape,
+                        quant=QuantParams([params[0]], [params[1]]))
+            quantize = Node("QUANTIZE", [source], dialect="tflite", name=out.name, outputs=[out])
+            quantize.meta["tflite.version"] = 1
+            self.graph.insert_after(value.producer, quantize)
+            self.extra_requant[key] = out
+        node.replace_input(index, self.extra_requant[key])
+
+    def _wants_own_scale(self, reader: Node, index: int) -> bool:
+        """A same-scale operator planned on the value's own scale (not requantized itself)."""
+        spec = self.plan.quantized.get(reader)
+        return spec is not None and spec.scale in ("same", "concat") and (reader, index) not in self.plan.requant
+
+    def _requantize_value(self, value: Value, params: Params,
+                          keep: Callable[[Node, int], bool] = lambda reader, index: False) -> None:
         """MLIR: a QUANTIZE right after the value's producer, named after the value plus a
-        number, read by every reader instead (and returned instead, when the graph returns it)."""
+        number, read by every reader instead (and returned instead, when the graph returns it);
+        readers ``keep`` names (same-scale operators planned on the value's own scale) go on
+        reading the value."""
         if value.quant is not None and (float(value.quant.scale[0]), int(value.quant.zero_point[0])) == params:
             return  # another reader already requantized it to this scale
         out = Value(self._unique(value.name), self.dtype, value.shape, quant=QuantParams([params[0]], [params[1]]))
-        readers = value.uses()
+        readers = [(reader, i) for reader, i in value.uses() if not keep(reader, i)]
         quantize = Node("QUANTIZE", [value], dialect="tflite", name=out.name, outputs=[out])
         quantize.meta["tflite.version"] = 1
         if value.producer is not None:
@@ -587,6 +637,7 @@ class _Rewriter:
             self.graph.insert_before(next(iter(self.graph)), quantize)
         for reader, i in readers:
             reader.replace_input(i, out)
+        self.requantized_from[out] = value
         if value.is_graph_output:
             self.graph.set_outputs([out if v is value else v for v in self.graph.outputs])
 
@@ -625,11 +676,11 @@ class _Rewriter:
 
     def _integer_output(self, value: Value) -> None:
         """A float operator's result the graph returns, with integer outputs: a QUANTIZE takes over
-        its name (the float tensor becomes ``<name>1``)."""
+        its name (the float tensor becomes ``<name>1``, or the next free number)."""
         inner = Value(value.name, self.dtype, value.shape, quant=self._activation_quant(value, self.plan.own(value)))
         inner.meta.update({k: v for k, v in value.meta.items() if k == "tflite.tensor_index"})
         value.meta.pop("tflite.tensor_index", None)
-        value.name = f"{value.name}1"
+        value.name = self._unique(value.name)
         quantize = Node("QUANTIZE", [value], dialect="tflite", name=inner.name, outputs=[inner])
         quantize.meta["tflite.version"] = 1 if self.mode == "int8" else 2
         self.graph.insert_after(value.producer, quantize)
@@ -641,7 +692,7 @@ class _Rewriter:
         outer = Value(value.name, DType.FLOAT32, value.shape)
         outer.meta.update({k: v for k, v in value.meta.items() if k == "tflite.tensor_index"})
         value.meta.pop("tflite.tensor_index", None)
-        value.name = f"{value.name}1"
+        value.name = self._unique(value.name)
         dequantize = Node("DEQUANTIZE", [value], dialect="tflite", name=outer.name, outputs=[outer])
         dequantize.meta["tflite.version"] = 2
         producer = value.producer
