@@ -19,6 +19,17 @@ bypassed (its output name survives when it is a graph output).  So a chain
 ``Conv → Mul → Add → Sub`` folds node after node in one sweep, in graph order.  Every
 refused match says why.  All graphs; O(N + E) plus the weights' sizes.
 
+A Mul by a constant per column of a MatMul by a constant ``W[K, C]`` folds too, through the
+MatMul's bias Add when there is one (the layer scale after EfficientFormer's last-stage MLP)::
+
+    Before::  z = Mul(Add(MatMul(x, W), b), s[C])      or  z = Mul(MatMul(x, W), s[C])
+    After::   z = Add(MatMul(x, W'), b')                    z = MatMul(x, W')
+              W'[:, c] = W[:, c]·s[c],  b' = b·s
+
+``s`` must vary along the last axis only (aligned from the right, every other dim is 1, and it
+has no more dims than the product), and ``b`` must not grow the product's shape either; the
+MatMul (and Add) must be read only by the next node.  The new nodes keep the Mul's output name.
+
 ``fold_batch_norms`` folds the same per-channel arithmetic on ONNX graphs with the same
 channel helpers (``transforms/_channels.py``) but rewrites differently: it takes ``Mul`` and
 ``Add`` together, handles ``Gemm`` and writes new initializers (see its module).
@@ -36,7 +47,9 @@ from ...patterns import (
     Replacement,
     RuleSet,
     Skip,
+    same_graph,
     why_not_editable,
+    why_not_fusable,
 )
 from .._channels import FLOAT_KINDS, out_channels, per_channel, private_weight, scale_out_channels, set_bias, set_weight
 from .._onnx import Names, const_array, is_const, is_standard
@@ -113,16 +126,72 @@ def _fold(m: Match, names: Names) -> Replacement | Skip:
     return Replacement.bypass_to(op_node.outputs[0], conv.output)
 
 
+_MM = P("MatMul", ANY(name="x"), ANY(name="w", where=is_const), name="mm", domain="")
+_B = ANY(name="b", where=is_const)
+#: Mul(MatMul(x, W), s) and Mul(Add(MatMul(x, W), b), s), each operand order its own rule.
+_MATMUL_PATTERNS = tuple(P("Mul", *operands, domain="") for inner in
+                         (_MM, P("Add", _MM, _B, name="add", domain=""), P("Add", _B, _MM, name="add", domain=""))
+                         for operands in ((inner, _C), (_C, inner)))
+
+
+def _last_axis_const(value: Value, rank: int, columns: int) -> np.ndarray | None:
+    """The float constant as a scalar or one value per last-axis column of a rank-``rank`` product, or None."""
+    array = const_array(value)
+    if array is None or array.dtype not in FLOAT_KINDS or array.ndim > rank or any(d != 1 for d in array.shape[:-1]):
+        return None
+    if array.ndim and array.shape[-1] not in (1, columns):
+        return None
+    return array.reshape(-1).astype(np.float64)
+
+
+def _fold_matmul(m: Match, names: Names) -> Replacement | Skip:
+    """``Mul(Add?(MatMul(x, W), b), s)`` -> ``Add?(MatMul(x, W·s), b·s)`` with the Mul's output name."""
+    mul, mm = m.node, m["mm"].node
+    assert mul is not None and mm is not None
+    add = m["add"].node if "add" in m else None
+    reason = why_not_fusable(m) or ("" if same_graph(mm, mul) else "the MatMul is in an enclosing graph")
+    if reason:
+        return m.skip(reason)
+    w_value, out = m["w"].value, mm.output
+    weight = private_weight(w_value)  # a shared weight would be copied: the model would grow
+    if weight is None or weight.ndim != 2 or out.shape is None:
+        return m.skip(f"the MatMul weight {getattr(w_value, 'name', None)!r} is not a 2-D float constant read "
+                      "only by it (or the product's rank is unknown)")
+    rank, columns = len(out.shape), weight.shape[1]
+    scale = _last_axis_const(m["c"].value, rank, columns)
+    if scale is None or m["c"].value.dtype != w_value.dtype:
+        return m.skip(f"{m['c'].value.name!r} is not a {weight.dtype} scalar or one per column of the MatMul")
+    scaled = m.constant((weight.astype(np.float64) * scale).astype(weight.dtype), name=names.fresh(f"{w_value.name}_scaled"))
+    if add is None:
+        return Replacement([m.clone(mul, op="MatMul", inputs=[m["x"].value, scaled])])
+    b_value = m["b"].value
+    bias = const_array(b_value)
+    if bias is None or bias.dtype != weight.dtype or bias.ndim > rank or not _fits_product(bias.shape, out.shape):
+        return m.skip(f"the bias {b_value.name!r} is not a {weight.dtype} constant broadcasting to the product's shape")
+    new_bias = m.constant((bias.astype(np.float64) * scale).astype(weight.dtype), name=names.fresh(f"{b_value.name}_scaled"))
+    new_mm = m.clone(mm, inputs=[m["x"].value, scaled])
+    operands = [new_mm.output, new_bias] if add.inputs[0] is out else [new_bias, new_mm.output]
+    return Replacement([new_mm, m.clone(mul, op="Add", inputs=operands)])
+
+
+def _fits_product(shape: tuple[int, ...], product: tuple[object, ...]) -> bool:
+    """Broadcasting a constant of ``shape`` against the product leaves the product's shape unchanged."""
+    return all(d == 1 or d == p for d, p in zip(reversed(shape), reversed(product)))
+
+
 def _rules(model: Model) -> RuleSet:
     names = Names(model)
     rules = RuleSet(name="fuse_mul_add_into_conv")
     for name, pattern in _PATTERNS:
         rules.add(pattern, lambda m: _fold(m, names), name=name)
+    for pattern in _MATMUL_PATTERNS:
+        rules.add(pattern, lambda m: _fold_matmul(m, names), name="mul_into_matmul")
     return rules
 
 
 @transform("fuse_mul_add_into_conv", dialects={"onnx"})
 def fuse_mul_add_into_conv(model: Model, ctx: TransformContext) -> TransformResult:
-    """Fold per-channel constant Mul/Add/Sub after Conv or ConvTranspose into its weights and bias."""
+    """Fold per-channel constant Mul/Add/Sub after Conv or ConvTranspose (and per-column Mul after MatMul) into
+    its weights and bias."""
     report = apply_rules(model, [_rules(model)])
     return result_of(report, stats={"nodes_fused": report.applied})
