@@ -14,9 +14,9 @@ constant folding).  Each pass is one file under ``graphwright/transforms/`` (by 
 ``fold_symbolic_shapes``       Shape glue with dynamic dims -> constant Reshape/Expand targets
 ``fuse_consecutive_transposes``  Transpose(Transpose(x)) -> one Transpose
 ``fuse_consecutive_reshapes``  Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
-``fuse_consecutive_slices``    Slice(Slice(x)) over disjoint axes -> one Slice
-``fuse_bn_into_conv``          Conv/ConvTranspose/Gemm + BatchNormalization
-``fuse_mul_add_into_conv``     Conv/ConvTranspose + per-channel Mul/Add/Sub
+``fuse_consecutive_slices``    Slice(Slice(x)) -> one Slice (also into every Slice reading one)
+``fuse_bn_into_conv``          Conv/ConvTranspose/Gemm/MatMul + BatchNormalization
+``fuse_mul_add_into_conv``     Conv/ConvTranspose + per-channel Mul/Add/Sub, MatMul + Mul
 ``fuse_pad_into_conv``         zero Pad + Conv -> Conv pads
 ``fuse_matmul_add_into_gemm``  2-D MatMul + Add -> Gemm
 ``eliminate_dead_code``        unread nodes and initializers
