@@ -6,14 +6,22 @@ weights with randomized biases and norms (``build_onnx_corpus._randomize``):
 * full size: torchvision ``resnet50``, ``mobilenet_v3_large``, ``efficientnet_b0``, ``vit_b_16`` at
   224 x 224; transformers ``bert_base`` (BertForMaskedLM, BERT-base config) and ``gpt2`` (GPT2LMHeadModel,
   GPT-2 small config), token logits out;
-* small (the default test run): ``resnet18_s`` and ``mobilenet_v3_small_s`` at 128 x 128, ``bert_tiny``.
+* small (the default test run): ``resnet18_bn`` and ``mobilenet_v3_small_bn`` at 128 x 128, ``bert_tiny``.
+
+Random weights with randomized batch-norm statistics collapse a deep CNN: its logits barely depend
+on the input (Keras MobileNetV2: the float output's centred energy is 1e-13 of its total).  The
+``_bn`` models therefore re-estimate their batch-norm statistics on 64 natural-image-like inputs
+(split ``"bn"``, seed 3; the randomized scales and offsets stay), as training would have left them
+matched to the data; the full-size models keep the randomized statistics (their benchmark numbers
+in ``benchmarks/quantize.md`` are of those).
 
 TFLite (the real TFLiteConverter, from Keras applications with randomized BN statistics and biases,
 logits out, float input and output in every mode): ``<model>_float`` and the converter's own PTQ of
 the same Keras model, ``<model>_int8`` (``TFLITE_BUILTINS_INT8``) and ``<model>_int16x8``, whose
 representative dataset is :func:`samples` ``(meta, "calib")`` — the very samples the other tools
 calibrate on.  The conversion's wall time is ``metadata["quantize_s"]``.  Models: ``mobilenet_v2``,
-``resnet50``, ``efficientnet_b0`` at 224, and ``mobilenet_v2_s`` (alpha 0.35, 96 x 96) for tests.
+``resnet50``, ``efficientnet_b0`` at 224, and ``mobilenet_v2_bn`` (alpha 0.35, 96 x 96, batch-norm
+statistics re-estimated) for tests.
 
 Data (:func:`samples`): natural-image-like inputs — smooth noise with a 1/f amplitude spectrum, a
 luminance field plus weaker colour fields, random gain and offset, in [0, 1] and then preprocessed
@@ -44,11 +52,12 @@ FAMILY = "quant_corpus"
 SEED = 0
 CALIB_COUNT = 200  # the converter's representative dataset (and every tool's calibration set)
 EVAL_COUNT = 100
-_SPLIT_SEED = {"calib": 1, "eval": 2}
+_SPLIT_SEED = {"calib": 1, "eval": 2, "bn": 3}
+BN_COUNT = 64
 
 ONNX_NAMES = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "vit_b_16", "bert_base", "gpt2",
-              "resnet18_s", "mobilenet_v3_small_s", "bert_tiny")
-TFLITE_BASES = ("mobilenet_v2", "resnet50", "efficientnet_b0", "mobilenet_v2_s")
+              "resnet18_bn", "mobilenet_v3_small_bn", "bert_tiny")
+TFLITE_BASES = ("mobilenet_v2", "resnet50", "efficientnet_b0", "mobilenet_v2_bn")
 TFLITE_MODES = ("float", "int8", "int16x8")
 NAMES = (*(f"onnx_{n}" for n in ONNX_NAMES),
          *(f"tflite_{b}_{m}" for b in TFLITE_BASES for m in TFLITE_MODES))
@@ -60,10 +69,10 @@ _LIBRARIES = (("torch", ("torch",)), ("torchvision", ("torchvision",)), ("transf
 # image models: input size, layout and preprocessing of the [0, 1] image
 _IMAGE = {
     "resnet50": (224, "torch"), "mobilenet_v3_large": (224, "torch"), "efficientnet_b0": (224, "torch"),
-    "vit_b_16": (224, "torch"), "resnet18_s": (128, "torch"), "mobilenet_v3_small_s": (128, "torch"),
+    "vit_b_16": (224, "torch"), "resnet18_bn": (128, "torch"), "mobilenet_v3_small_bn": (128, "torch"),
 }
 _KERAS = {"mobilenet_v2": (224, "tf"), "resnet50": (224, "caffe"), "efficientnet_b0": (224, "raw255"),
-          "mobilenet_v2_s": (96, "tf")}
+          "mobilenet_v2_bn": (96, "tf")}
 # token models: vocabulary, sequence length of the data
 _TEXT = {"bert_base": (30522, 32), "gpt2": (50257, 32), "bert_tiny": (1000, 16)}
 
@@ -180,8 +189,12 @@ def _onnx_module(name: str) -> tuple[Any, dict[str, Any]]:
         models = _torchvision().models
         make = {"resnet50": models.resnet50, "mobilenet_v3_large": models.mobilenet_v3_large,
                 "efficientnet_b0": models.efficientnet_b0, "vit_b_16": models.vit_b_16,
-                "resnet18_s": models.resnet18, "mobilenet_v3_small_s": models.mobilenet_v3_small}[name]
-        return _randomize(make()), {"kind": "image", "input": "input", "size": size, "preprocess": kind}
+                "resnet18_bn": models.resnet18, "mobilenet_v3_small_bn": models.mobilenet_v3_small}[name]
+        data = {"kind": "image", "input": "input", "size": size, "preprocess": kind}
+        module = _randomize(make())
+        if name.endswith("_bn"):
+            _reestimate_torch(module, samples({"data": data}, "bn", BN_COUNT, batch=16))
+        return module, data
     import transformers as tr  # lazy: build only
 
     vocab, length = _TEXT[name]
@@ -210,6 +223,22 @@ def _onnx_module(name: str) -> tuple[Any, dict[str, Any]]:
         module.inner.config.use_cache = False
     return module, {"kind": "tokens", "input": "input_ids", "mask": "attention_mask", "vocab": vocab,
                     "length": length}
+
+
+def _reestimate_torch(module: Any, feeds: list[dict[str, np.ndarray]]) -> None:
+    """Batch-norm running statistics := their cumulative average over ``feeds`` (training mode,
+    no gradients); scales and offsets untouched."""
+    import torch  # lazy: build only
+
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None
+    module.train()
+    with torch.no_grad():
+        for feed in feeds:
+            module(torch.from_numpy(feed["input"]))
+    module.eval()
 
 
 def _build_onnx(name: str, model_path: Path, reference_path: Path) -> ModelInfo:
@@ -264,13 +293,22 @@ def keras_application(base: str) -> Any:
     keras.utils.set_random_seed(SEED)
     size = _KERAS[base][0]
     apps = keras.applications
-    if base == "mobilenet_v2_s":
+    if base == "mobilenet_v2_bn":
         model = apps.MobileNetV2(weights=None, input_shape=(size, size, 3), alpha=0.35, classes=10,
                                  classifier_activation=None)
     else:
         make = {"mobilenet_v2": apps.MobileNetV2, "resnet50": apps.ResNet50, "efficientnet_b0": apps.EfficientNetB0}
         model = make[base](weights=None, input_shape=(size, size, 3), classifier_activation=None)
     randomize_keras_model(model, SEED)
+    if base.endswith("_bn"):
+        meta = {"data": {"kind": "image", "input": "x", "size": size, "preprocess": _KERAS[base][1]}}
+        batch = samples(meta, "bn", BN_COUNT, batch=BN_COUNT)[0]["x"]
+        norms = [layer for layer in model.layers if isinstance(layer, keras.layers.BatchNormalization)]
+        for layer in norms:  # moving statistics := this batch's (one training-mode call)
+            layer.momentum = 0.0
+        model(batch, training=True)
+        for layer in norms:
+            layer.momentum = 0.99
     return model
 
 
