@@ -1,4 +1,4 @@
-"""``batch``: one pipeline or simplify over many models, each in its own worker process.
+"""``batch``: one pipeline, simplify or quantization over many models, each in its own worker process.
 
     from graphwright.batch import jobs_from_manifest, run_local, summary_dict
 
@@ -6,8 +6,8 @@
     results = run_local(jobs, workers=2, retries=1, on_result=print)
     print(summary_dict(results)["totals"])
 
-A job is one model: its path, where to write the result, a ``--transforms`` pipeline or
-simplify options, and optionally inputs to verify the result against the original
+A job is one model: its path, where to write the result, a ``--transforms`` pipeline,
+simplify options or quantize options (with an optional SQNR floor), and optionally inputs to verify the result against the original
 (:mod:`.jobs`).  :func:`run_local` runs every job in a child process of its own, so a model that
 crashes its worker (a segfault in a runtime, ``os._exit``) is reported with the reason and the
 other jobs finish (:mod:`.local`); :func:`run_ray` runs the same isolated work as Ray tasks
