@@ -366,3 +366,47 @@ def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, t
             step = 1.0
         np.testing.assert_allclose(got[value.name].astype(np.float64), want[value.name].astype(np.float64),
                                    atol=2 * step, err_msg=value.name)
+
+
+# -- comparisons and SELECT_V2 (tests/models/build_tflite_binary.py) -------------------------------
+
+COMPARISONS = ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_EQUAL")
+
+
+def test_int8_comparisons_and_select_v2_as_the_converter(tmp_path: Path) -> None:
+    """The converter's binary_int8 file (its graph differs from the float one's, so no whole-file
+    equality): each comparison it writes is ours too with the same version, int8 inputs, a bool
+    output and the same codes and scale for a constant operand (0.1 and -0.5; the all-zero one's
+    widening is not pinned down); NOT_EQUAL stays float in both; SELECT_V2 (version 1) shares
+    one scale between its two selected inputs and its output; the result runs on LiteRT."""
+    theirs = gw.load(get_model("tflite_binary", "binary_int8").path)
+    info = get_model("tflite_binary", "binary_float")
+    rng = np.random.default_rng(0)
+    samples = [{k: rng.uniform(-1, 1, s).astype(np.float32) if np.dtype(info.input_dtypes.get(k, info.input_dtype)).kind == "f"
+                else feeds_for(info, 2)[k] for k, s in info.inputs.items()} for _ in range(8)]
+    mine, _ = gw.quantize(info.path, mode="int8", samples=samples, calibration_samples=8, report=False)
+    ours = {n.output.name: n for n in mine.graph}
+    checked = 0
+    for node in theirs.graph:  # the comparisons keep their names (the graphs' outputs do not)
+        if node.op not in COMPARISONS:
+            continue
+        other = ours[node.output.name]
+        assert (other.op, other.meta["tflite.version"]) == (node.op, node.meta["tflite.version"]), node.name
+        assert [v.dtype for v in other.inputs] == [v.dtype for v in node.inputs], node.name
+        assert other.output.dtype is node.output.dtype, node.name
+        for a, b in zip(other.inputs, node.inputs):
+            if b.const is not None and b.dtype is DType.INT8 and float(b.quant.scale[0]) > 1e-8:
+                np.testing.assert_array_equal(a.const.numpy(), b.const.numpy(), err_msg=node.name)
+                assert (float(a.quant.scale[0]), int(a.quant.zero_point[0])) == \
+                    (float(b.quant.scale[0]), int(b.quant.zero_point[0])), node.name
+        checked += 1
+    assert checked == 7
+    selects = [n for n in mine.graph if n.op == "SELECT_V2" and n.output.dtype is DType.INT8]
+    assert {n.meta["tflite.version"] for n in selects} == {n.meta["tflite.version"] for n in theirs.graph
+                                                          if n.op == "SELECT_V2"} == {1}
+    for node in selects:
+        assert len({(float(v.quant.scale[0]), int(v.quant.zero_point[0])) for v in (*node.inputs[1:], node.output)}) == 1
+    path = tmp_path / "binary_int8_graphwright.tflite"
+    gw.save(mine, path)
+    got = run(path, feeds_for(info, 3), backend="litert")
+    assert set(got) == set(run(info.path, feeds_for(info, 3), backend="litert"))

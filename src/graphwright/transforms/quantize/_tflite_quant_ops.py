@@ -119,6 +119,15 @@ SPECS: dict[str, OpSpec] = {
     "SOFTMAX": OpSpec(scale="fixed", version=2, int16=True),
     "LOG_SOFTMAX": OpSpec(scale="fixed", version=2),
     "L2_NORMALIZATION": OpSpec(scale="fixed", version=2),
+    # comparisons: int8 inputs each at its own scale (the kernel rescales), a bool output;
+    # NOT_EQUAL the converter leaves float
+    "LESS": OpSpec(version=2),
+    "LESS_EQUAL": OpSpec(version=2),
+    "GREATER": OpSpec(version=2),
+    "GREATER_EQUAL": OpSpec(version=2),
+    "EQUAL": OpSpec(version=2),
+    # the two selected inputs and the output share one scale; the condition stays bool
+    "SELECT_V2": OpSpec(scale="concat", version=1),
 }
 
 
