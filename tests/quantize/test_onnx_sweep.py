@@ -13,8 +13,10 @@ output against the float model, run by onnxruntime on the same inputs, is record
 (a one-line ``GraphwrightError``) or ``failing`` (anything else: a traceback, a model onnxruntime
 refuses, NaN outputs, a failure at the second size).  The tests assert no ``failing`` and an SQNR
 floor per mode (:data:`FLOORS`: random-weight models, calibrated on 8 random samples, evaluated on
-others).  Exports whose outputs are NMS-selected boxes compare only when both models keep the same
-boxes (otherwise the record says so).
+others).  Detectors (:data:`DETECTORS`) are compared on their ``scores`` output only: their
+``boxes`` and ``labels`` are NMS picks among near-tied random-weight classes, and any perturbation
+(weight-only int8 too) flips a few labels and so moves the boxes (SSDlite, int8 weights: scores
+48 dB, 7% labels flipped, boxes 5.5 dB); an output whose length changes is noted, not compared.
 
 ``python -m tests.quantize.test_onnx_sweep [NAME...] > sweep.jsonl`` runs the sweep (one JSON
 record per line); ``python -m tests.quantize.test_onnx_sweep --summary sweep.jsonl`` prints the
@@ -60,6 +62,8 @@ ENTROPY = {"tv_resnet18-ts-fixed", "hf_bert-ts-dyn", "tv_mobilenet_v3_small-dyna
 #: the lowest SQNR (dB, worst output, worst size) accepted per mode on these random-weight models
 FLOORS = {"static": 0.0, "static-entropy": 0.0, "dynamic": 5.0, "weights8": 10.0, "weights4": 0.0,
           "weights4-ort": 0.0}
+#: detection exports (name prefixes): only their ``scores`` output is compared
+DETECTORS = ("tv_fasterrcnn", "tv_retinanet", "tv_ssdlite", "tv_fcos")
 DEFAULT = ("tv_mobilenet_v3_small-ts-dyn", "hf_bert-ts-dyn", "ocr:crnn_ts")
 
 
@@ -136,7 +140,8 @@ def _compare(float_outs: list[np.ndarray], quant_outs: list[np.ndarray], names: 
     return worst, "; ".join(notes)
 
 
-def evaluate(path: Path, model: Any, feeds_per_size: list[dict[str, np.ndarray]]) -> tuple[list[float], str]:
+def evaluate(path: Path, model: Any, feeds_per_size: list[dict[str, np.ndarray]],
+             detector: bool = False) -> tuple[list[float], str]:
     """Worst output SQNR per size of the quantized ``model`` against the float file ``path``, both run
     by onnxruntime (a size onnxruntime refuses raises, naming it), and the notes of outputs not compared."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -144,13 +149,15 @@ def evaluate(path: Path, model: Any, feeds_per_size: list[dict[str, np.ndarray]]
         gw.formats.save(model, out)
         reference, quantized = _session(path), _session(out)
         names = [o.name for o in reference.get_outputs()]
+        compared = [n for n in names if n == "scores"] if detector else names
         sqnrs, notes = [], []
         for k, feeds in enumerate(feeds_per_size):
             try:
                 got = quantized.run(None, feeds)
             except Exception as e:  # onnxruntime's errors: the record says which size failed
                 raise AssertionError(f"size {k}: {type(e).__name__}: {str(e).splitlines()[0][:300]}") from e
-            worst, note = _compare(reference.run(None, feeds), got, names)
+            picked = [names.index(n) for n in compared]
+            worst, note = _compare([reference.run(None, feeds)[i] for i in picked], [got[i] for i in picked], compared)
             sqnrs.append(round(worst, 2))
             notes += [note] if note else []
     return sqnrs, "; ".join(notes)
@@ -167,7 +174,7 @@ def run_one(name: str, mode: str) -> Record:
         except GraphwrightError as e:
             record.status, record.detail = "refused", str(e).splitlines()[0]
             return record
-        record.sqnr, record.detail = evaluate(path, model, eval_feeds(EVAL_SEEDS[0]))
+        record.sqnr, record.detail = evaluate(path, model, eval_feeds(EVAL_SEEDS[0]), name.startswith(DETECTORS))
         record.status = "quantized"
         if any(w.startswith("nothing was quantized") for w in report.warnings):
             record.status = "unchanged"  # ran fine, but the mode found nothing to quantize
