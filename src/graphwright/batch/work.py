@@ -55,6 +55,11 @@ def run_job(job: Job) -> BatchResult:
 def _run(job: Job, result: BatchResult) -> None:
     if same_file(job.model, job.output):
         raise GraphwrightError(f"refusing to overwrite the input {job.model}; choose another output path")
+    if job.simplify is not None:  # from the path: simplify then keeps no serialized copy of the model
+        model, report = simplify(job.model, **job.simplify)
+        result.nodes_before, result.nodes_after = report.before.nodes, len(model.graph)
+        _write(job, model, result)
+        return
     original = model = formats.load(job.model)
     result.nodes_before = len(model.graph)
     if job.quantize is not None:
@@ -62,14 +67,14 @@ def _run(job: Job, result: BatchResult) -> None:
             warnings.simplefilter("ignore", UserWarning)
             model, report = quantize(model, **job.quantize)
         _quality(result, report)
-    elif job.simplify is not None:
-        if model.format != "onnx":
-            raise GraphwrightError(f"simplify works on ONNX models; {job.model} is {model.format} "
-                                   "(give this model a 'transforms' pipeline)")
-        model, _ = simplify(model, **job.simplify)
     else:
         run_pipeline(model, job.transforms or "", inputs=job.input_names, outputs=job.output_names)
     result.nodes_after = len(model.graph)
+    _write(job, model, result, original)
+
+
+def _write(job: Job, model: Model, result: BatchResult, original: Model | None = None) -> None:
+    """Write the result (after the check inputs or the quality floor, when the job has them)."""
     out = Path(job.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not (job.inputs or job.check):
@@ -82,7 +87,8 @@ def _run(job: Job, result: BatchResult) -> None:
     tmp = Path(tmp_name)
     try:
         formats.save(model, tmp)
-        ok = _verify(job, tmp, result) if job.quantize is None else _verify_quality(job, original, tmp, result)
+        quality = original is not None and job.quantize is not None
+        ok = _verify_quality(job, original, tmp, result) if quality else _verify(job, tmp, result)
         if ok:
             os.replace(tmp, out)
     finally:
