@@ -112,6 +112,22 @@ def test_source_errors(tmp_path: Path) -> None:
         list(load_samples(model, [feed, {**feed, "ids": np.zeros((2, 1, 5), np.int64)}]))
 
 
+def test_independent_leading_axes_are_one_sample(tmp_path: Path) -> None:
+    """CLIP's text batch and image batch are different dynamic dims: a feed of 1 text and 2 images
+    (or a sequence-first input next to its state) is one sample as given, not refused; a feed whose
+    arrays do not fit their inputs as they are is still refused."""
+    texts = helper.make_tensor_value_info("texts", TensorProto.FLOAT, ["t", 4])
+    images = helper.make_tensor_value_info("images", TensorProto.FLOAT, ["i", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = _model(tmp_path, [texts, images], [helper.make_node("MatMul", ["texts", "images_t"], ["y"]),
+                                               helper.make_node("Transpose", ["images"], ["images_t"])], [y])
+    feed = {"texts": np.ones((1, 4), np.float32), "images": np.full((2, 4), 2, np.float32)}
+    got = list(load_samples(model, [feed]))
+    assert len(got) == 1 and {k: v.shape for k, v in got[0].items()} == {"texts": (1, 4), "images": (2, 4)}
+    with pytest.raises(CalibrationError, match="different numbers of samples"):
+        list(load_samples(model, [{**feed, "images": np.ones((2, 1, 4), np.float32)}]))
+
+
 def test_callables_iterables_and_batches(tmp_path: Path) -> None:
     dynamic = _image_model(tmp_path, ["N", 3, 4, 4])
     arrays = [np.full((1, 3, 4, 4), k, np.float32) for k in range(5)]

@@ -13,7 +13,10 @@ lazily — one file (``.npy`` memory-mapped) or one generated sample at a time, 
 
 An array may hold one sample (the input's shape) or several stacked on a leading axis — either an
 extra axis (``[N, *shape]``) or the batch axis itself when the model's batch is 1 or dynamic
-(``[N, ...]`` for an input ``[1, ...]``) — and is split into samples of one; ``batch_size``
+(``[N, ...]`` for an input ``[1, ...]``) — and is split into samples of one, unless the inputs of
+a feed would split into different numbers of samples while each fits its input as it is (CLIP's
+text and image batches, a sequence-first RNN input next to its state): then the feed is one
+sample as given; ``batch_size``
 regroups them into batches along axis 0.  A wrong name, dtype or shape is one
 :class:`~.errors.CalibrationError` line naming the file, the input, what it expects and what it got;
 for files that happens when :func:`load_samples` is called, as it counts the samples
@@ -209,6 +212,9 @@ def _split_feed(arrays: Mapping[str, np.ndarray], specs: Sequence[InputSpec], wh
     parts = {s.name: _split(s, arrays[s.name], where) for s in specs}
     counts = {name: len(p) for name, p in parts.items()}
     if len(set(counts.values())) > 1:
+        if all(s.shape is None or s.accepts_shape(arrays[s.name].shape) for s in specs):
+            yield dict(arrays)  # leading axes that are not one batch (CLIP's texts and images, a time axis)
+            return
         raise CalibrationError(f"{where}: the inputs hold different numbers of samples ({counts})")
     for i in range(next(iter(counts.values()))):
         yield {name: np.asarray(p[i]) for name, p in parts.items()}
