@@ -71,6 +71,8 @@ def _ranges_from_scales(model: Model) -> dict[str, tuple[float, float]]:
             ranges.setdefault(value.name, extent)
             if node.op == "QUANTIZE" and value is node.output and node.inputs[0].dtype is DType.FLOAT32:
                 ranges.setdefault(node.inputs[0].name, extent)  # the float operator's result it quantizes
+            if node.op == "DEQUANTIZE" and value is node.inputs[0] and node.output.is_graph_output:
+                ranges.setdefault(node.output.name, extent)  # a float graph output: the result it dequantizes
     return ranges
 
 
@@ -325,6 +327,18 @@ def test_wide_zoo_equals_the_converter(base: str, mode: str, tmp_path: Path) -> 
                                   "face_embed", "xception", "inception_v3", "convnext_tiny", "efficientnet_v2_b0")),
 ])
 def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, tmp_path: Path) -> None:
+    _int8_equals_the_converter_to_a_scale_ulp(family, base, tmp_path)
+
+
+def test_int8_bert_tiny_equals_the_converter_to_a_scale_ulp(tmp_path: Path) -> None:
+    """BERT-tiny (token ids in, float logits out): the attention mask's SELECT_V2 (version 1, its
+    two selected values at one scale, one of them the -2.4e38 fill constant) and the LayerNorm
+    epsilon 1e-12 quantized as the converter does (widened to [-5e-7, 5e-7]: scale 1e-6/255,
+    zero point 0); otherwise as the wide test below."""
+    _int8_equals_the_converter_to_a_scale_ulp("tflite_zoo", "bert_tiny", tmp_path)
+
+
+def _int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, tmp_path: Path) -> None:
     """Models converted to int8 only, so the ranges are recovered from the int8 file's own scales:
     scales may sit one float32 step away (a bias scale, s_in * s_w, two) and a code quantized
     with such a scale (a bias, a constant operand) one step; operators, versions, options,
@@ -376,8 +390,8 @@ COMPARISONS = ("LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL", "NOT_E
 def test_int8_comparisons_and_select_v2_as_the_converter(tmp_path: Path) -> None:
     """The converter's binary_int8 file (its graph differs from the float one's, so no whole-file
     equality): each comparison it writes is ours too with the same version, int8 inputs, a bool
-    output and the same codes and scale for a constant operand (0.1 and -0.5; the all-zero one's
-    widening is not pinned down); NOT_EQUAL stays float in both; SELECT_V2 (version 1) shares
+    output and the same codes, scale and zero point for a constant operand (0.1, -0.5, and 0.0
+    widened to [-5e-7, 5e-7]: scale 1e-6/255, zero point 0); NOT_EQUAL stays float in both; SELECT_V2 (version 1) shares
     one scale between its two selected inputs and its output; the result runs on LiteRT."""
     theirs = gw.load(get_model("tflite_binary", "binary_int8").path)
     info = get_model("tflite_binary", "binary_float")
@@ -395,7 +409,7 @@ def test_int8_comparisons_and_select_v2_as_the_converter(tmp_path: Path) -> None
         assert [v.dtype for v in other.inputs] == [v.dtype for v in node.inputs], node.name
         assert other.output.dtype is node.output.dtype, node.name
         for a, b in zip(other.inputs, node.inputs):
-            if b.const is not None and b.dtype is DType.INT8 and float(b.quant.scale[0]) > 1e-8:
+            if b.const is not None and b.dtype is DType.INT8:
                 np.testing.assert_array_equal(a.const.numpy(), b.const.numpy(), err_msg=node.name)
                 assert (float(a.quant.scale[0]), int(a.quant.zero_point[0])) == \
                     (float(b.quant.scale[0]), int(b.quant.zero_point[0])), node.name
@@ -410,3 +424,34 @@ def test_int8_comparisons_and_select_v2_as_the_converter(tmp_path: Path) -> None
     gw.save(mine, path)
     got = run(path, feeds_for(info, 3), backend="litert")
     assert set(got) == set(run(info.path, feeds_for(info, 3), backend="litert"))
+
+
+def test_int8_reductions_as_the_converter() -> None:
+    """The converter's reduce_int8 (its graph differs from the float one's: no whole-file
+    equality) with the ranges its scales give: every reduction, pooling, ARG_MAX/ARG_MIN and
+    TOPK_V2 (values at its input's scale, int32 indices) reading an int8 tensor there is ours
+    too, by name, with the same version, types, zero points and scales (one float32 step: the
+    ranges come back from the written scales)."""
+    theirs = gw.load(get_model("tflite_reduce", "reduce_int8").path)
+    info = get_model("tflite_reduce", "reduce_float")
+    _, calibrated = gw.quantize(info.path, mode="int8", samples=[feeds_for(info, s) for s in range(2, 10)],
+                                calibration_samples=8, report=False)
+    mine = gw.load(info.path)
+    quantize_static_tflite(mine, {**calibrated.ranges, **_ranges_from_scales(theirs)},
+                           QuantOptions.build(activation_type="int8", io_type="int8"))
+    ours = {n.output.name: n for n in mine.graph}
+    checked = set()
+    for node in theirs.graph:
+        if node.op in ("QUANTIZE", "DEQUANTIZE", "RESHAPE") or node.inputs[0].dtype is not DType.INT8:
+            continue
+        other = ours[node.output.name]
+        assert (other.op, other.meta["tflite.version"]) == (node.op, node.meta["tflite.version"]), node.name
+        for a, b in zip((*other.inputs, *other.outputs), (*node.inputs, *node.outputs), strict=True):
+            assert a.dtype is b.dtype, node.name
+            if b.quant is not None and b.quant.scale.size:
+                np.testing.assert_array_equal(a.quant.zero_point, b.quant.zero_point, err_msg=node.name)
+                steps = np.abs(a.quant.scale.view(np.int32).astype(np.int64) - b.quant.scale.view(np.int32))
+                assert steps.max() <= 1, node.name
+        checked.add(node.op)
+    assert checked >= {"REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "MEAN", "AVERAGE_POOL_2D", "MAX_POOL_2D",
+                       "ARG_MAX", "ARG_MIN", "TOPK_V2"}

@@ -11,7 +11,7 @@ throughout).  Each function here says which one it follows; all are O(size of th
 * int16 activations: symmetric, ``scale = max(|min|, |max|) / 32767`` in float32, zero point 0.
 * weights: symmetric int8 in [-127, 127], per channel along the operator's weight axis
   (per tensor for other constants), ``scale = max|w| / 127``; a range under 1e-6 has its
-  minimum lowered by 5e-7 (MLIR, every constant) so a scale is never 0; codes
+  minimum lowered by 5e-7 and is widened to 1e-6 (MLIR, every constant) so a scale is never 0; codes
   ``round(w * inv)`` in float32 with ``inv = 1 / scale`` (MLIR) or ``127 / max|w|`` (16x8).
 * biases: ``scale = s_in * s_w[c]`` in float32, zero point 0, codes as the weights', int32
   (int8) or int64 (16x8).
@@ -53,10 +53,13 @@ def activation_int16(lo: float, hi: float) -> tuple[float, int]:
 
 def widen_near_zero(lo: np.ndarray | float, hi: np.ndarray | float) -> tuple:
     """MLIR's guard for a constant's range (0 already inside): one narrower than 1e-6 has its
-    minimum lowered by 5e-7, so a scale is never 0 (an all-zero weight gets [-5e-7, 0], hence
-    symmetric [-5e-7, 5e-7]; a 1e-6 epsilon gets [-5e-7, 1e-6])."""
+    minimum lowered by 5e-7 and is at least 1e-6 wide, so a scale is never 0 (all zeros and a
+    1e-12 epsilon get [-5e-7, 5e-7], scale 1e-6/255 and zero point 0 as in the converter's
+    bert_tiny and binary files; a 1e-6 epsilon gets [-5e-7, 1e-6])."""
     lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    lo = np.where(hi - lo < NEAR_ZERO, lo - NEAR_ZERO / 2, lo)
+    narrow = hi - lo < NEAR_ZERO
+    lo = np.where(narrow, lo - NEAR_ZERO / 2, lo)
+    hi = np.where(narrow, np.maximum(hi, lo + NEAR_ZERO), hi)
     return (lo, hi) if lo.ndim else (float(lo), float(hi))
 
 

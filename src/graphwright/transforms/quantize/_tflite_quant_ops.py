@@ -128,6 +128,8 @@ SPECS: dict[str, OpSpec] = {
     "EQUAL": OpSpec(version=2),
     # the two selected inputs and the output share one scale; the condition stays bool
     "SELECT_V2": OpSpec(scale="concat", version=1),
+    # the values keep their input's scale; the indices are int32
+    "TOPK_V2": OpSpec(scale="same", version=2),
 }
 
 
