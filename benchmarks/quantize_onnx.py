@@ -128,7 +128,9 @@ def _fmt(v: float | None, spec: str) -> str:
 
 
 def _diff(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None else f"{a - b:+.2f}"
+    if a is None or b is None:
+        return "-"
+    return "0 (both exact)" if a == b == float("inf") else f"{a - b:+.2f}"
 
 
 def table_lines(rows: list[Row]) -> list[str]:
@@ -159,7 +161,7 @@ def ratio_lines(rows: list[Row], anchors: Callable[[Row], bool]) -> list[str]:
                 continue
             ratio = {k: (getattr(r, k) / getattr(best, k)) if getattr(r, k) and getattr(best, k) else None
                      for k in ("quant_s", "size", "latency_ms")}
-            lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | {r.sqnr_db - best.sqnr_db:+.2f} | "
+            lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | {_diff(r.sqnr_db, best.sqnr_db)} | "
                          f"{_diff(r.sqnr_centred_db, best.sqnr_centred_db)} | "
                          f"{r.top1 - best.top1:+.3f} | {r.top1_centred - best.top1_centred:+.3f} | "
                          f"{_fmt(ratio['quant_s'], '.2f')} | {_fmt(ratio['size'], '.2f')} | "

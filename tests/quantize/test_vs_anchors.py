@@ -9,8 +9,8 @@
   on the same samples; every model is run by onnxruntime.
 * TFLite (Keras MobileNetV2 alpha 0.35 at 96 px, batch-norm statistics re-estimated): graphwright's int8 and 16x8 models made from the
   float ``.tflite`` match the accuracy of the TFLiteConverter's own PTQ of the Keras model, whose
-  representative dataset was the very samples graphwright calibrates on here, within noise; they
-  run on LiteRT's default kernels and on ``BUILTIN_REF`` with the same result.
+  representative dataset was the very samples graphwright calibrates on here, within noise, on
+  LiteRT's default kernels and on ``BUILTIN_REF``.
 
 Accuracy is measured here, by the runtimes, against the float model's outputs: nothing compared
 is computed by the code under test.  The noise allowed where "at least as accurate" is asserted:
@@ -39,6 +39,7 @@ from tests.models.build_quant_corpus import quant_model, samples
 
 SQNR_SLACK_DB = 0.1
 CALIB, EVAL = 32, 32
+REF_EVAL = 8  # samples run on LiteRT's (slow) reference kernels
 Feeds = list[dict[str, np.ndarray]]
 
 
@@ -166,9 +167,13 @@ def test_tflite_from_float_file_matches_the_converters_ptq(mode: str, converter_
     reference = _litert_outputs(float_info.path, evals)
     _ours(float_info.path, tmp_path / "gw.tflite", calib, mode=mode)
     theirs = _metrics(reference, _litert_outputs(converter.path, evals))
-    ours_default = _litert_outputs(tmp_path / "gw.tflite", evals)
-    ours = _metrics(reference, ours_default)
+    ours = _metrics(reference, _litert_outputs(tmp_path / "gw.tflite", evals))
     # within noise of the converter: 1 dB of SQNR (different rounding of the same ranges), top-1 as above
     _assert_at_least(ours, theirs, len(reference), 1.0)
-    ours_ref = _litert_outputs(tmp_path / "gw.tflite", evals[:4], OpResolverType.BUILTIN_REF)
-    np.testing.assert_allclose(ours_ref, ours_default[:len(ours_ref)], atol=2 * float(np.abs(reference).max()) / 127)
+    # LiteRT's reference kernels too.  Not compared element-wise with the default kernels: on this
+    # model the converter's own int8 file differs by ~23 output steps between them (each kernel set
+    # rounds its requantization its own way, and the differences grow through 50 layers)
+    count = REF_EVAL
+    ours_ref = _metrics(reference[:count], _litert_outputs(tmp_path / "gw.tflite", evals[:count], OpResolverType.BUILTIN_REF))
+    theirs_ref = _metrics(reference[:count], _litert_outputs(converter.path, evals[:count], OpResolverType.BUILTIN_REF))
+    _assert_at_least(ours_ref, theirs_ref, count, 1.0)
