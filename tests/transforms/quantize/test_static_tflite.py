@@ -307,13 +307,13 @@ ZOO = ["ds_cnn", "conv1d_audio", "deeplab", "selfie", "pose", "hand", "autoencod
 
 
 @pytest.mark.wide
-@pytest.mark.parametrize(("base", "mode"), [(b, m) for b in ZOO for m in ("int8", "int16x8")] + [("shufflenet", "int16x8")])
+@pytest.mark.parametrize(("base", "mode"), [(b, m) for b in (*ZOO, "shufflenet") for m in ("int8", "int16x8")])
 def test_wide_zoo_equals_the_converter(base: str, mode: str, tmp_path: Path) -> None:
     """The deployment zoo (tests/models/build_tflite_zoo.py): keyword spotting, 1-D audio convs,
     DeepLab (SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND, ARG_MAX: int8 kernel in int8, float after a
     DEQUANTIZE in 16x8), selfie, pose and hand models, an autoencoder, WaveNet (TANH, LOGISTIC,
-    MUL gates), a multiplier net, ShuffleNet's SPLIT in 16x8.  (ShuffleNet's int8 file names the
-    SPLIT outputs after a fused location, ``split;split1``, that the float file does not carry.)"""
+    MUL gates), a multiplier net, ShuffleNet's SPLIT (in int8 its results named after the
+    operator's fused location, ``split;split1`` and ``split;split11``)."""
     _case(base, mode, tmp_path, "tflite_zoo")
 
 
@@ -324,7 +324,8 @@ def test_wide_zoo_equals_the_converter(base: str, mode: str, tmp_path: Path) -> 
     ("tflite_math", "extra"), ("tflite_math", "prelu"), ("tflite_math", "relu01"),
     ("tflite_ops", "acts"), ("tflite_ops", "misc"),
     *(("tflite_zoo", b) for b in ("mobilenet_v1", "vit", "batch4", "two_inputs", "image_ops", "super_res",
-                                  "face_embed", "xception", "inception_v3", "convnext_tiny", "efficientnet_v2_b0")),
+                                  "face_embed", "xception", "inception_v3", "convnext_tiny", "efficientnet_v2_b0",
+                                  "ssd")),
 ])
 def test_wide_int8_equals_the_converter_to_a_scale_ulp(family: str, base: str, tmp_path: Path) -> None:
     _int8_equals_the_converter_to_a_scale_ulp(family, base, tmp_path)

@@ -395,8 +395,27 @@ class _Rewriter:
             self._requantize(node, index, plan.requant[(node, index)])
         for value, params in plan.requant_results.items():
             self._requantize_value(value, params)
+        if self.mode == "int8":
+            self._fused_result_names()
         self._graph_io(inputs_float, outputs)
         self._versions()
+
+    def _fused_result_names(self) -> None:
+        """MLIR names the results of a quantized multi-output operator (SPLIT, SPLIT_V, TOPK_V2)
+        after the operator's fused location, ``<out0>;<out1>...``: each result the graph does not
+        return takes that name, the next ones numbered (``...1``); returned ones keep theirs."""
+        for node in self.plan.quantized:
+            if len(node.outputs) < 2:
+                continue
+            fused = ";".join(v.name for v in node.outputs)
+            for value in node.outputs:
+                if value.is_graph_output:
+                    continue
+                if fused not in self.names:
+                    self.names.add(fused)
+                    value.name = fused
+                else:
+                    value.name = self._unique(fused)
 
     def _versions(self) -> None:
         """The converter's operator versions (a float operator already higher keeps its own) and
