@@ -78,6 +78,7 @@ from .requant import FastRequant, Float32Requant
 from .runners import (
     Finish,
     Geometry,
+    Runner,
     compile_runner,
     depthwise_runner,
     float_depthwise_runner,
@@ -426,7 +427,9 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
     if gemm is not None:
         finish = functools.partial(plan.fast, out_dtype=ctx.out_dtype())
         if kh == kw == sh == sw == 1:
-            return [compile_runner(ctx, x, integer_pointwise_runner(gemm, x, o, finish))(x)]
+            few = x.size // x.shape[3] <= _DENSE_ROWS and q_in is not None
+            runner = _dense_runner(ctx, plan, x, q_in.zp, finish) if few else None  # type: ignore[union-attr]
+            return [compile_runner(ctx, x, runner or integer_pointwise_runner(gemm, x, o, finish))(x)]
         geometry = _geometry(x.shape, (kh, kw, ci), sh, sw, dh, dw, padding)
         return [compile_runner(ctx, x, integer_window_runner(gemm, geometry, o, finish))(x)]
     ending = _ending(ctx, plan)
@@ -521,17 +524,43 @@ def fully_connected(ctx: OpContext) -> list[np.ndarray]:
 
 
 
-def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.ndarray:
-    """``(x − zp_in)·W`` as int32 from the compiled dot products (:mod:`.jit`): the raw
-    8-bit input against int16 weights [units, depth], ``zp_in·Σ_k W[k, n]`` subtracted
-    after (exact integers either way)."""
+def _dense_weights(ctx: OpContext, plan: _Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The int16 weights [units, depth] of :func:`_native_dense` and their per-unit sums."""
     weights = ctx.cache.get("dense")
     if weights is None:
         matrix = plan.weights.T.astype(np.int64)  # exact integers, |w − zp_w| ≤ 255
         weights = (np.ascontiguousarray(matrix.astype(np.int16)), matrix.sum(axis=1))
         if "plan" in ctx.cache:  # constant weights (as the plan): keep them for later runs
             ctx.cache["dense"] = weights
-    w16, sums = weights
+    return weights  # type: ignore[no-any-return]
+
+
+def _dense_runner(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int, finish: Finish) -> Runner | None:
+    """A 1x1 convolution of a few 8-bit pixels (squeeze-and-excite's [1, 1, 1, C]) as the compiled
+    dot products of :func:`_native_dense`, then ``finish``: no onnxruntime call, whose fixed cost
+    (~25 µs inside a model's run) is most of such a layer's time.  None where a raw sum
+    ``Σ_k x·w`` could leave int32 (|x| ≤ 255) — then the GEMM runs."""
+    w16, sums = _dense_weights(ctx, plan)
+    if 255.0 * float(np.abs(w16.astype(np.int64)).sum(axis=1).max(initial=0)) >= 2.0**31:
+        return None
+    dense, units = kernels().dense, w16.shape[0]
+    rows = (x.size // x.shape[-1], x.shape[-1])
+    out_shape, offset = (*x.shape[:-1], units), (np.int64(zp_in) * sums).astype(np.int32)
+
+    def run(x: np.ndarray) -> np.ndarray:
+        acc = np.empty((rows[0], units), np.int32)
+        dense(np.ascontiguousarray(x).reshape(rows), w16, acc)
+        acc -= offset
+        return finish(acc.reshape(out_shape))
+
+    return run
+
+
+def _native_dense(ctx: OpContext, plan: _Plan, x: np.ndarray, zp_in: int) -> np.ndarray:
+    """``(x − zp_in)·W`` as int32 from the compiled dot products (:mod:`.jit`): the raw
+    8-bit input against int16 weights [units, depth], ``zp_in·Σ_k W[k, n]`` subtracted
+    after (exact integers either way)."""
+    w16, sums = _dense_weights(ctx, plan)
     acc = np.empty((x.shape[0], w16.shape[0]), np.int32)
     kernels().dense(np.ascontiguousarray(x), w16, acc)
     if zp_in:
