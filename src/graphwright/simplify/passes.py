@@ -15,6 +15,7 @@ constant folding).  Each pass is one file under ``graphwright/transforms/`` (by 
 ``fuse_consecutive_transposes``  Transpose(Transpose(x)) -> one Transpose
 ``fuse_consecutive_reshapes``  Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
 ``fuse_consecutive_slices``    Slice(Slice(x)) -> one Slice (also into every Slice reading one)
+``fuse_slices_into_split``     sibling Slices cutting disjoint pieces of one axis -> one Split
 ``fuse_bn_into_conv``          Conv/ConvTranspose/Gemm/MatMul + BatchNormalization
 ``fuse_mul_add_into_conv``     Conv/ConvTranspose + per-channel Mul/Add/Sub, MatMul + Mul
 ``fuse_pad_into_conv``         zero Pad + Conv -> Conv pads
@@ -27,6 +28,8 @@ Common-subexpression elimination is the generic ``merge_duplicate_nodes``.
 Every pass recurses into If/Loop/Scan bodies.
 """
 
+from ..transforms.fuse import fuse_slices_into_split_onnx  # noqa: F401 - registers it (not yet in builtin.py)
+
 #: The elimination and fusion passes of one simplify iteration, in order.
 OPTIMIZATION_PASSES: tuple[str, ...] = (
     "inline_constant_if",
@@ -36,6 +39,7 @@ OPTIMIZATION_PASSES: tuple[str, ...] = (
     "fuse_consecutive_transposes",
     "fuse_consecutive_reshapes",
     "fuse_consecutive_slices",
+    "fuse_slices_into_split",
     "fuse_bn_into_conv",
     "fuse_mul_add_into_conv",
     "fuse_pad_into_conv",
