@@ -147,6 +147,10 @@ class _Planner:
             value = node.inputs[i]
             if value is not None and (value.const is None or value.dtype is not DType.FLOAT32):
                 return f"input {i} ({value.name!r}) is not a float constant"
+        for i, value in enumerate(node.inputs):
+            if value is not None and value.const is not None and value.dtype is DType.FLOAT32 \
+                    and not np.isfinite(value.const.numpy()).all():
+                return f"input {i} ({value.name!r}) holds inf or NaN"
         return None
 
     def activations(self, node: Node) -> list[tuple[int, Value]]:
@@ -187,9 +191,15 @@ class _Planner:
                 lo, hi = widen_near_zero(min(lo, 0.0), max(hi, 0.0))
         elif value.name in self.ranges:
             lo, hi = self.ranges[value.name]
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                raise TransformError(f"the calibrated range of tensor {value.name!r} is not finite ({lo}, {hi}); "
+                                     "exclude the operator that writes it (--exclude-node) or calibrate on other data")
         else:
             raise TransformError(f"no calibrated range for tensor {value.name!r}; calibrate the model again "
                                  "(every tensor an operator to quantize reads or writes needs one)")
+        if not np.isfinite(np.float32(max(hi, 0.0)) - np.float32(min(lo, 0.0))):
+            raise TransformError(f"the range of tensor {value.name!r}, ({lo}, {hi}), is wider than float32 holds: "
+                                 "exclude the operator that reads or writes it (--exclude-node)")
         return activation_int8(lo, hi) if self.mode == "int8" else activation_int16(lo, hi)
 
     def _fixed(self, node: Node) -> Params:
@@ -511,6 +521,7 @@ class _Rewriter:
 
     def _set_const(self, value: Value, codes: np.ndarray, quant: QuantParams) -> None:
         self.float_data.setdefault(value, value.const.numpy())
+        value.meta.pop("tflite.sparsity", None)  # a pruned weight is written dense once quantized
         tensor = Tensor.from_numpy(np.array(codes, order="C"), name=value.name)
         value.const = tensor
         value.dtype = tensor.dtype
