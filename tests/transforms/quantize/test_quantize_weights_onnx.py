@@ -326,7 +326,7 @@ def test_exclusions_and_notes_of_int8_and_4bit(tmp_path) -> None:
     report = gw.transform(cnn, "quantize_weights(bits=4, minimum_size=64)")
     step = report.steps[0]
     assert not report.changed and step.stats["matmuls_quantized"] == 0
-    assert any("4-bit applies to MatMul weights only" in note for note in step.notes)
+    assert any("4-bit applies to MatMul weights and Gemm B without transB only" in note for note in step.notes)
 
 
 def test_4bit_rounding_is_c_roundf() -> None:
@@ -405,3 +405,42 @@ def test_wide_4bit_same_bytes_as_matmul_nbits_quantizer(name: str, target: str, 
     assert result.stats["matmuls_quantized"] > 0
     four_bit = [k for k in theirs if k.endswith(("_Q4", "_scales", "_zero_points"))]
     assert four_bit and all(ours[k] == theirs[k] for k in four_bit)
+
+
+@pytest.mark.parametrize("target", ["generic", "onnxruntime"])
+def test_4bit_gemm_without_transb(tmp_path, target: str) -> None:
+    """GPT-2's Conv1D exports as Gemm(x, W[K, N], b): its B becomes 4-bit blocks (generic: a blocked
+    DequantizeLinear feeding the Gemm; onnxruntime: MatMulNBits with the bias as input 5).  Run by
+    onnxruntime, every output stays within the asymmetric-block bound sum_k |x_k| (hi - lo)_block / 30
+    of the float Gemm (computed from the float weights); a Gemm with transB is left float with a note."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as oh
+
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+
+    rng = np.random.default_rng(7)
+    w, b = rng.normal(0, 0.3, (64, 24)).astype(np.float32), rng.normal(0, 1, 24).astype(np.float32)
+    wt = rng.normal(0, 0.3, (8, 24)).astype(np.float32)
+    nodes = [oh.make_node("Gemm", ["x", "w", "b"], ["h"], name="conv1d"),
+             oh.make_node("Gemm", ["h", "wt"], ["y"], name="linear", transB=1)]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", TensorProto.FLOAT, [3, 64])],
+                          [oh.make_tensor_value_info("h", TensorProto.FLOAT, [3, 24]),
+                           oh.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                           numpy_helper.from_array(wt, "wt")])
+    src = tmp_path / "gemm.onnx"
+    onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)]), src)
+    model = gw.load(src)
+    result = quantize_onnx_initializers(model, minimum_size=0, options=_options(False, target))
+    assert result.stats["matmuls_quantized"] == 1
+    assert any(note.startswith("linear: Gemm left float (transA, transB") for note in result.notes)
+    ops = [node.op for node in model.graph]
+    assert ops == (["DequantizeLinear", "Gemm", "Gemm"] if target == "generic" else ["MatMulNBits", "Gemm"])
+    gw.save(model, tmp_path / "q.onnx")
+    x = rng.normal(0, 1, (3, 64)).astype(np.float32)
+    (h_float, _), (h, _) = _run(src, {"x": x}), _run(tmp_path / "q.onnx", {"x": x})
+    blocks = w.reshape(2, 32, 24)
+    spread = np.repeat(np.maximum(blocks.max(1), 0) - np.minimum(blocks.min(1), 0), 32, axis=0)  # [64, 24]
+    bound = np.abs(x) @ spread / 30 + 1e-5
+    assert np.all(np.abs(h - h_float) <= bound) and np.abs(h - h_float).max() > 0

@@ -13,7 +13,8 @@ opset 13 DequantizeLinear has no axis, so one scale per tensor.  The value
 that are graph inputs (overridable) are left alone.  O(N + weights).
 
 With ``options.weight_type`` ``int4`` / ``uint4`` only MatMul weights ``B[K, N]`` (2-D float32
-initializers of at least ``minimum_size`` elements) are quantized, in blocks of
+initializers of at least ``minimum_size`` elements; also a Gemm's B without transA/transB and with
+alpha 1 — GPT-2's Conv1D — its C kept, or MatMulNBits' bias for ``target="onnxruntime"``) are quantized, in blocks of
 ``options.block_size`` rows along K, the reduction axis (arithmetic in :mod:`._nbits_onnx`,
 the same as onnxruntime's ``MatMulNBitsQuantizer``).  Symmetric (``int4`` with
 ``symmetric_weights``): int4 codes, no zero points; otherwise uint4 codes with zero points.
@@ -136,7 +137,7 @@ class _FourBit:
 
 def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOptions) -> TransformResult:
     graphs = list(all_graphs(model))
-    candidates = [(graph, node) for graph in graphs for node in graph if node.op == "MatMul" and is_standard(node)]
+    candidates = [(graph, node) for graph in graphs for node in graph if node.op in _FOURBIT_OPS and is_standard(node)]
     generic = options.target == "generic"
     opset = opset_version(model, default=FOURBIT_OPSET)
     if generic:
@@ -144,16 +145,16 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
     run = _FourBit(model, options, options.weight_type == "int4" and options.symmetric_weights, Names(model))
     others = sum(1 for graph in graphs for v in graph.initializers
                  if v.const is not None and v.const.dtype is DType.FLOAT32 and v.const.size >= max(minimum_size, 1)
-                 and v.users() and all(u.op != "MatMul" for u in v.users()))
+                 and v.users() and all(u.op not in _FOURBIT_OPS for u in v.users()))
     if others:
         run.notes.append(f"{others} other float initializers of >= {minimum_size} elements left float "
-                         "(4-bit applies to MatMul weights only)")
+                         "(4-bit applies to MatMul weights and Gemm B without transB only)")
     quantized = 0
     for graph, node in candidates:
         reason = _why_not_4bit(node, graph, minimum_size, options)
         if reason:
             if reason != _NOT_CONSTANT:
-                run.notes.append(f"{node.name}: MatMul left float ({reason})")
+                run.notes.append(f"{node.name}: {node.op} left float ({reason})")
             continue
         (_dequantize_linear if generic else _matmul_nbits)(run, graph, node)
         quantized += 1
@@ -175,12 +176,27 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
             graph.remove_initializer(weight)
     stats = {"matmuls_quantized": quantized, "weights_quantized": len(run.done), "elements_quantized": run.elements,
              "bytes_saved": 4 * run.elements - run.elements // 2,
-             "matmuls_left_float": sum(1 for note in run.notes if "MatMul left float" in note)}
+             "matmuls_left_float": sum(1 for note in run.notes if " left float (" in note and ": " in note)}
     return TransformResult(quantized > 0, stats, run.notes)
 
 
 #: A MatMul whose B is an activation: not a weight, nothing to report.
 _NOT_CONSTANT = "B is not constant"
+#: Operators whose input 1 may become 4-bit: MatMul, and Gemm computing A·B (+ C) (see _gemm_form).
+_FOURBIT_OPS = ("MatMul", "Gemm")
+
+
+def _gemm_form(node: Node, options: QuantOptions) -> str:
+    """Why the Gemm ``node`` is not ``A·B + beta·C`` with B[K, N] read as is (MatMulNBits also needs
+    ``beta = 1`` and a 1-D C of N elements, its bias); empty when it is."""
+    if node.attr("transA", 0) or node.attr("transB", 0) or float(node.attr("alpha", 1.0)) != 1.0:
+        return "transA, transB or alpha: B is not read as [K, N]"
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    if options.target != "generic" and bias is not None:
+        n = node.inputs[1].const.shape[-1] if node.inputs[1].const is not None else None
+        if float(node.attr("beta", 1.0)) != 1.0 or bias.shape is None or tuple(bias.shape) != (n,):
+            return "MatMulNBits takes a bias of N elements with beta 1 only"
+    return ""
 
 
 def _why_not_4bit(node: Node, graph: Graph, minimum_size: int, options: QuantOptions) -> str:
@@ -198,7 +214,7 @@ def _why_not_4bit(node: Node, graph: Graph, minimum_size: int, options: QuantOpt
         return f"B has {tensor.size} elements, fewer than minimum_size={minimum_size}"
     if weight.owner is not graph:
         return "B belongs to an enclosing graph"
-    return ""
+    return _gemm_form(node, options) if node.op == "Gemm" else ""
 
 
 def _add(run: _FourBit, graph: Graph, base: str, tensor: Tensor) -> Value:
@@ -235,7 +251,10 @@ def _matmul_nbits(run: _FourBit, graph: Graph, node: Node) -> None:
         run.elements += weight.const.size
     old = node.output
     out = Value(old.name, old.dtype, old.shape)
-    nbits = Node("MatMulNBits", [node.inputs[0], *run.done[weight]], dialect="onnx", domain=_MS_DOMAIN,
+    inputs = [node.inputs[0], *run.done[weight]]
+    if node.op == "Gemm" and len(node.inputs) > 2 and node.inputs[2] is not None:
+        inputs = [*inputs, *[None] * (5 - len(inputs)), node.inputs[2]]  # bias: input 5, after zero points, g_idx
+    nbits = Node("MatMulNBits", inputs, dialect="onnx", domain=_MS_DOMAIN,
                  name=graph.unique_node_name(f"{node.name}_Q4"), outputs=[out],
                  attrs={"K": Attr.int(k), "N": Attr.int(n), "bits": Attr.int(4),
                         "block_size": Attr.int(run.options.block_size)})
