@@ -360,3 +360,17 @@ def test_exclusions_naming_nothing_are_warned_about(tmp_path: Path) -> None:
                             exclude_nodes=["fc3", "fc1"], exclude_ops=["Conv", "Relu"])
     assert report.warnings == ["1 node(s) to exclude are not in the model: fc3",
                                "op(s) to exclude that no node has: Conv"]
+
+
+def test_given_samples_all_calibrate_unless_capped(tmp_path: Path) -> None:
+    """With data, every sample not held out calibrates (not a silent default cap); a cap is honoured."""
+    src = mlp(tmp_path / "mlp.onnx")
+    feeds = samples(60)
+    _, report = gw.quantize(src, mode="static", samples=feeds, eval_samples=12)
+    assert report.calibration_samples == 48 and report.eval_samples == 12
+    _, capped = gw.quantize(src, mode="static", samples=feeds, eval_samples=12, calibration_samples=20)
+    assert capped.calibration_samples == 20
+    # the ranges are those of exactly the 48 calibration samples: onnxruntime's MinMax on them agrees
+    calibrated = [f for i, f in enumerate(feeds) if (i + 1) % HOLDOUT_STRIDE]
+    out = ort_tensor(src, "y", calibrated)
+    assert report.ranges["y"] == pytest.approx((min(float(a.min()) for a in out), max(float(a.max()) for a in out)))

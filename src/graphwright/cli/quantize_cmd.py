@@ -49,7 +49,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--data", metavar="DIR", help="calibration/evaluation inputs: a directory of .npy/.npz files "
                                                  "(without it: seeded random inputs, with a warning)")
     p.add_argument("--method", choices=METHODS, default="minmax", help="calibration range method (default minmax)")
-    p.add_argument("--samples", type=int, default=100, metavar="N", help="calibration samples (default 100)")
+    p.add_argument("--samples", type=int, default=None, metavar="N",
+                   help="calibration samples (default: every file of --data not held out; 100 random ones without)")
     p.add_argument("--eval-samples", type=int, default=16, metavar="N",
                    help="held-out samples the report is measured on (default 16; every 5th sample is held out)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         raise TransformError(f"refusing to overwrite the input {args.input} (the output {args.output} is the same "
                              "file); choose another output path")
     for flag, count, least in (("--samples", args.samples, 1), ("--eval-samples", args.eval_samples, 0)):
-        if count < least:
+        if count is not None and count < least:
             raise TransformError(f"{flag} needs a count of at least {least}, got {count}")
     err = stderr()
     shown: set[str] = set()

@@ -23,6 +23,7 @@ O(layers x (model + a few inferences)), the transform O(model).
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -65,6 +66,10 @@ SYNTHETIC_EVAL_WARNING = ("NO EVALUATION DATA: the accuracy report runs on {coun
                           "{seed}), not your inputs — pass data (--data DIR) for numbers about your model")
 #: One sample in this many is held out for the report.
 HOLDOUT_STRIDE = 5
+#: Calibration samples drawn when no data is given (with data: every sample not held out).
+SYNTHETIC_CALIBRATION_SAMPLES = 100
+#: ``calibration_samples`` meaning "all of them".
+UNLIMITED = sys.maxsize
 #: Calibration samples the sensitivity analysis runs each candidate on.
 SENSITIVITY_SAMPLES = 8
 #: Inferences timed for each latency (the median is reported).
@@ -76,7 +81,7 @@ Collector = Callable[[Model, Iterator[Mapping[str, np.ndarray]], "Progress | Non
 
 
 def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: str | os.PathLike[str] | None = None,
-             samples: Iterable[Any] | Callable[[], Iterable[Any]] | None = None, calibration_samples: int = 100,
+             samples: Iterable[Any] | Callable[[], Iterable[Any]] | None = None, calibration_samples: int | None = None,
              eval_samples: int = 16, seed: int = 0, method: str = "minmax",
              ranges: Ranges | str | os.PathLike[str] | None = None, activation_type: str | None = None,
              weight_type: str | None = None, per_channel: bool = True, symmetric_activations: bool = False,
@@ -113,6 +118,9 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
         check_static_tflite(original, options)  # an already-quantized model is refused before calibrating
     source = None
     if needs_ranges or report or keep is not None:
+        if calibration_samples is None:  # every sample given (streamed), or the synthetic default
+            given_data = data is not None or samples is not None
+            calibration_samples = UNLIMITED if given_data else SYNTHETIC_CALIBRATION_SAMPLES
         source = _SampleSource(original, data, samples, calibration_samples if needs_ranges else 0,
                                eval_samples if report else 0, seed, out)
     table = given if given is not None else {}
@@ -296,7 +304,8 @@ def _calibrate(model: Model, method: str, options: QuantOptions, source: _Sample
                on_progress: Progress | None, collect: Collector | None,
                how: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
     start = time.perf_counter()
-    progress = _phase(on_progress, "", total=source.calibration_count)  # its label says "calibrating"
+    total = 0 if source.calibration_count == UNLIMITED else source.calibration_count  # 0: not known
+    progress = _phase(on_progress, "", total=total)  # its label says "calibrating"
     if collect is None:
         stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress, **how)
     else:
