@@ -237,7 +237,7 @@ def _wide_cases() -> list[tuple[str, str]]:
         names = all_models()
     except Exception:  # the OCR family cannot be listed without its builder's imports: corpus only
         names = list(CORPUS)
-    return [(n, m) for n in names if n not in DEFAULT for m in _modes(n)]
+    return [(n, m) for n in names for m in _modes(n) if n not in DEFAULT or m == "static-entropy"]
 
 
 @pytest.mark.wide
