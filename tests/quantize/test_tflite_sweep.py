@@ -158,6 +158,11 @@ def sweep_one(family: str, name: str, mode: str, workdir: Path) -> Outcome:
             return Outcome("failing", f"SQNR {worst:.1f} dB < {floor} dB{versus}", worst)
     if mode in ("int8", "16x8"):
         quantized = dataclasses.replace(info, path=path, name=f"{name}_{mode}")
+        try:  # BUILTIN_REF aborts the process on some int8 models (the converter's MobileNetV3-small too)
+            run(path, checks[0], backend="litert-ref", isolate=True, timeout=600)
+        except VerificationError as e:
+            if "Didn't find op for builtin opcode" not in str(e):
+                return Outcome("quantized", f"no oracle: BUILTIN_REF crashes on it ({str(e)[-80:]})", worst)
         try:
             try:
                 assert_matches_reference(quantized, seeds=range(2, 4))
