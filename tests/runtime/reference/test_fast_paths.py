@@ -259,7 +259,7 @@ def test_compiled_mul_equals_the_direct_formula_on_every_pair(name: str, roundin
         assert _compiled_mul(ctx, a, b[:, :, :1]) is None  # a broadcast other than a per-channel vector
 
 
-@pytest.mark.parametrize("size", [255, 256, 1001])
+@pytest.mark.parametrize("size", [255, 256, 1001, 1 << 18, (1 << 18) + 2])  # the pair table from 2**18 elements
 @pytest.mark.parametrize("out_dtype", [np.int8, np.uint8, np.int16])
 def test_byte_lookups_two_bytes_at_a_time_equal_the_table(size: int, out_dtype: type) -> None:
     """8-bit results two at a time (even sizes), 16-bit ones (int8 -> int16 QUANTIZE) one at a time."""
