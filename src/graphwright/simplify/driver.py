@@ -207,8 +207,9 @@ def simplify(
             break
     fusions = [] if skip_all_optimizations else [f for f in ONNX_FUSIONS if f not in skipped_passes]
     if fusions:
-        if not skip_shape_inference:
-            runner.run(report.iterations, "infer_shapes", **limits)  # contrib fusions need known shapes
+        # contrib fusions need known shapes; a converged loop's last pass changed nothing after its inference
+        if not skip_shape_inference and not report.converged:
+            runner.run(report.iterations, "infer_shapes", **limits)
         fused = [runner.run(report.iterations, name, target=target) for name in fusions]
         if any(fused) and "eliminate_dead_code" in passes:
             runner.run(report.iterations, "eliminate_dead_code")
