@@ -127,10 +127,10 @@ def _fmt(v: float | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _diff(a: float | None, b: float | None) -> str:
+def _diff(a: float | None, b: float | None, spec: str = "+.2f") -> str:
     if a is None or b is None:
         return "-"
-    return "0 (both exact)" if a == b == float("inf") else f"{a - b:+.2f}"
+    return "0 (both exact)" if a == b == float("inf") else format(a - b, spec)
 
 
 def table_lines(rows: list[Row]) -> list[str]:
@@ -163,7 +163,7 @@ def ratio_lines(rows: list[Row], anchors: Callable[[Row], bool]) -> list[str]:
                      for k in ("quant_s", "size", "latency_ms")}
             lines.append(f"| {key[0]} | {key[1]} | {r.tool} | {best.tool} | {_diff(r.sqnr_db, best.sqnr_db)} | "
                          f"{_diff(r.sqnr_centred_db, best.sqnr_centred_db)} | "
-                         f"{r.top1 - best.top1:+.3f} | {r.top1_centred - best.top1_centred:+.3f} | "
+                         f"{_diff(r.top1, best.top1, '+.3f')} | {_diff(r.top1_centred, best.top1_centred, '+.3f')} | "
                          f"{_fmt(ratio['quant_s'], '.2f')} | {_fmt(ratio['size'], '.2f')} | "
                          f"{_fmt(ratio['latency_ms'], '.2f')} |")
     return lines
