@@ -94,7 +94,7 @@ def test_fewest_nodes_same_outputs_at_every_size_and_idempotent(name: str) -> No
     best = min(n for n in peers.values() if isinstance(n, int))
     assert len(result.graph.node) <= best, (peers, Counter(n.op_type for n in result.graph.node))
     feeds_list = sample_inputs(info)
-    assert len(feeds_list) == (2 if info.dynamic_axes["input"] else 1)
+    assert len({feeds["input"].shape for feeds in feeds_list}) == (2 if info.dynamic_axes["input"] else 1)
     for feeds in feeds_list:
         want, got = run(original, feeds), run(data, feeds)
         assert len(got) == len(want)
