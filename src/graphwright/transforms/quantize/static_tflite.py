@@ -14,7 +14,10 @@ post-training integer quantization writes for the same ranges —
   same-scale operator overrides is dropped (forward through single-input ones, backward from
   the output of multi-input ones, so those ranges are not needed), then scales propagate from
   the last operator back; a fixed-range kernel's output another scale reaches is requantized
-  right after it (``<name>1``, version 1), as is an input calibrated apart;
+  right after it (``<name>1``, version 1), as is an input calibrated apart; comparisons read
+  int8 inputs at their own scales into a bool, SELECT_V2 shares one scale between its selected
+  inputs and output; the results of a multi-output operator (SPLIT, TOPK_V2) the graph does not
+  return are named after its fused location (``<out0>;<out1>``, then numbered);
 * 16x8 (flatbuffer quantizer): symmetric int16 activations with zero point 0 and the calibrated
   range recorded as min/max, int8 weights, int64 biases (``quantized_bias_type`` INT64), the
   output of a same-scale operator takes its input's scale, CONCATENATION's inputs of another
