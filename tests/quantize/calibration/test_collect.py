@@ -161,6 +161,23 @@ def test_tflite_ranges_on_litert_are_the_reference_interpreters() -> None:
     assert differing <= 1e-4 * sum(s.count for s in litert.values.values())
 
 
+def test_a_while_loop_model_calibrates_on_litert() -> None:
+    """A Keras GRU keyword spotter (its recurrence a WHILE loop): LiteRT leaves the loop's unread
+    outputs unallocated, so they are not asked for; the rest equal the reference interpreter's."""
+    path = get_model("tflite_zoo", "gru_kws_float").path
+    model = load(path)
+    loop = next(node for node in model.graph if node.op == "WHILE")
+    unread = {v.name for v in loop.outputs if v is not None and not v.uses() and not v.is_graph_output}
+    assert unread and not unread & set(activation_names(model))
+    samples = list(synthetic_samples(model, 3, seed=2))
+    litert = collect_statistics(model, samples, engine="litert")
+    reference = collect_statistics(model, samples, engine="reference")
+    a, b = compute_ranges(litert, "minmax"), compute_ranges(reference, "minmax")
+    assert a.keys() == b.keys() and len(a) > 3
+    for name in a:
+        np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_shards_merged_are_one_pass(mobilenet: Any) -> None:
     _, model, samples, one_pass = mobilenet
     names = activation_names(model)[::6]  # a spread of values keeps this quick

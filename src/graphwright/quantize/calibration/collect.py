@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import formats
 from ...errors import VerificationError
-from ...ir import DType, Model
+from ...ir import DType, Model, Node, Value
 from ...runtime import input_specs
 from ...runtime.intermediates import prepare_intermediates
 from .data import Feed, batch_feeds
@@ -47,8 +47,15 @@ def activation_names(model: Model) -> list[str]:
         if node.op in _SKIPPED_OPS:
             continue
         names.extend(v.name for v in node.outputs
-                     if v is not None and v.name and v.const is None and _maybe_float(v.dtype))
+                     if v is not None and v.name and v.const is None and _maybe_float(v.dtype)
+                     and not _unread_loop_output(node, v))
     return list(dict.fromkeys(names))
+
+
+def _unread_loop_output(node: Node, value: Value) -> bool:
+    """A TFLite WHILE output nothing reads: LiteRT leaves it unallocated ("Tensor data is null"),
+    and no quantizer needs its range."""
+    return node.op == "WHILE" and not value.uses() and not value.is_graph_output
 
 
 def _maybe_float(dtype: DType | None) -> bool:
