@@ -28,7 +28,6 @@ Common-subexpression elimination is the generic ``merge_duplicate_nodes``.
 Every pass recurses into If/Loop/Scan bodies.
 """
 
-from ..transforms.fuse import fuse_slices_into_split_onnx  # noqa: F401 - registers it (not yet in builtin.py)
 
 #: The elimination and fusion passes of one simplify iteration, in order.
 OPTIMIZATION_PASSES: tuple[str, ...] = (

@@ -53,6 +53,7 @@ from .fuse import (  # noqa: F401
     fuse_resize_pad_and_conv_tf,
     fuse_rms_norm_onnx,
     fuse_skip_layer_norm_onnx,
+    fuse_slices_into_split_onnx,
 )
 from .inline import inline_constant_if_onnx, inline_local_functions_onnx, inline_partitionedcall_tf  # noqa: F401
 from .quantize import (  # noqa: F401
