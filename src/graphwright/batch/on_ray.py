@@ -18,21 +18,13 @@ from typing import Any
 from ..errors import GraphwrightError
 from .jobs import Job
 from .local import run_isolated
+from .ray_session import import_ray, ray_session
 from .result import BatchResult
 
 __all__ = ["run_ray", "import_ray"]
 
 #: Ray's own retries of a task whose node or worker was lost (the job's crashes are retried inside).
 NODE_RETRIES = 2
-
-
-def import_ray() -> Any:
-    """The ``ray`` module, or a one-line error saying how to install it."""
-    try:
-        import ray  # lazy: an optional extra, and a slow import only --ray needs
-    except ImportError as e:
-        raise GraphwrightError('--ray needs Ray: pip install "graphwright[ray]" (or "ray[default]")') from e
-    return ray
 
 
 def _task(job: dict[str, Any], retries: int, timeout: float | None, plugins: list[str]) -> dict[str, Any]:
@@ -51,18 +43,7 @@ def run_ray(jobs: Sequence[Job], *, address: str | None = None, retries: int = 0
     at the end."""
     if retries < 0:
         raise GraphwrightError(f"--retries needs a count of at least 0, got {retries}")
-    ray = import_ray()
-    started = False
-    if not ray.is_initialized():
-        try:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            raise GraphwrightError(f"cannot start or reach the Ray cluster {address or '(local)'}: {e}") from e
-        started = True
-    try:
+    with ray_session(address, num_cpus=num_cpus) as ray:
         task = ray.remote(num_cpus=1, max_retries=NODE_RETRIES)(_task)
         refs = {task.remote(job.to_dict(), retries, timeout, list(plugins)): i for i, job in enumerate(jobs)}
         results: list[BatchResult | None] = [None] * len(jobs)
@@ -81,6 +62,3 @@ def run_ray(jobs: Sequence[Job], *, address: str | None = None, retries: int = 0
                 if on_result is not None:
                     on_result(result)
         return [r for r in results if r is not None]
-    finally:
-        if started:
-            ray.shutdown()

@@ -14,9 +14,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import GraphwrightError
-from .on_ray import import_ray
 
-__all__ = ["ray_session", "gather"]
+__all__ = ["ray_session", "gather", "import_ray"]
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line error saying how to install it."""
+    try:
+        import ray  # lazy: an optional extra, and a slow import only --ray needs
+    except ImportError as e:
+        raise GraphwrightError('--ray needs Ray: pip install "graphwright[ray]" (or "ray[default]")') from e
+    return ray
 
 
 @contextmanager
