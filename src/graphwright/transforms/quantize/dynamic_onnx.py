@@ -36,6 +36,7 @@ from ...errors import TransformError
 from ...ir import Attr, DType, Graph, Model, Node, Tensor, Value, constant_value
 from .._onnx import OPSET_IMPORT, Names, is_standard, opset_version
 from ..registry import TransformResult
+from ._qdq_onnx_params import INT_TYPES, QParams, quantize, scale_zero_point
 from .options import QuantOptions
 
 __all__ = ["quantize_dynamic_onnx", "quantize_linear_params"]
@@ -57,26 +58,17 @@ class _Quantized:
     zero_point: Value
 
 
-def quantize_linear_params(values: np.ndarray, dtype: str, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(codes, float32 scale, zero point) of ``values`` on one tensor, as onnxruntime's ``quantize_data``."""
-    data = np.asarray(values, np.float32).reshape(-1)
-    lo, hi = np.float32(data.min(initial=0.0)), np.float32(data.max(initial=0.0))  # the range holds 0
-    qtype = np.int8 if dtype == "int8" else np.uint8
-    if symmetric:
-        qmin, qmax = (-127, 127) if qtype is np.int8 else (0, 255)
-        peak = max(abs(lo), abs(hi))
-        lo, hi = -peak, peak
-    else:
-        qmin, qmax = (-128, 127) if qtype is np.int8 else (0, 255)
-    scale64 = (np.float64(hi) - np.float64(lo)) / (qmax - qmin)
-    if scale64 < np.finfo(np.float32).tiny:
-        scale, zero_point = np.float32(1.0), 0
-    else:
-        zero_point = round((qmin + qmax) / 2.0) if symmetric else np.round(qmin - np.float64(lo) / scale64)
-        scale = np.float32(scale64)
-    codes = np.clip(np.round(np.asarray(values, np.float32) / scale) + np.float32(zero_point),
-                    *((-128, 127) if qtype is np.int8 else (0, 255)))
-    return codes.astype(qtype), np.asarray(scale, np.float32), np.asarray(zero_point, qtype)
+def quantize_linear_params(values: np.ndarray, dtype: str, symmetric: bool,
+                           axis: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(codes, float32 scale, zero point) of ``values`` as onnxruntime's ``quantize_data``: from the
+    tensor's own range holding 0, on the whole tensor or per slice along ``axis`` (the QDQ
+    parameter arithmetic of :mod:`._qdq_onnx_params`, so static and dynamic round alike)."""
+    qtype = INT_TYPES[dtype]
+    data = np.asarray(values, np.float32)
+    others = None if axis is None else tuple(i for i in range(data.ndim) if i != axis)
+    scale, zero = scale_zero_point(data.min(axis=others, initial=0.0), data.max(axis=others, initial=0.0),
+                                   qtype, symmetric)
+    return quantize(data, QParams(scale, zero, qtype, axis)), scale, zero
 
 
 def quantize_dynamic_onnx(model: Model, options: QuantOptions) -> TransformResult:
@@ -251,10 +243,10 @@ class _Dynamic:
         if weight not in self.weights:
             dirs, rows, cols = array.shape
             if self.options.per_channel:
-                codes, scale, zp = _per_channel(array.reshape(dirs * rows, cols), "int8", self.symmetric, 0)
+                codes, scale, zp = quantize_linear_params(array.reshape(dirs * rows, cols), "int8", self.symmetric, 0)
                 scale, zp = scale.reshape(dirs, rows), zp.reshape(dirs, rows)
             else:
-                codes, scale, zp = _per_channel(array, "int8", self.symmetric, 0)
+                codes, scale, zp = quantize_linear_params(array, "int8", self.symmetric, 0)
             codes = np.ascontiguousarray(codes.reshape(dirs, rows, cols).transpose(0, 2, 1))
             self.weights[weight] = self._store(weight, codes, scale, zp)
         return self.weights[weight]
@@ -328,10 +320,8 @@ class _Dynamic:
         """The weight's int8/uint8 codes, once per initializer (the first reader's granularity wins)."""
         if weight not in self.weights:
             dtype = self.options.weight_type
-            if axis is None:
-                codes, scale, zp = quantize_linear_params(array, dtype, self.symmetric)
-            else:
-                codes, scale, zp = _per_channel(array, dtype, self.symmetric, axis % array.ndim)
+            codes, scale, zp = quantize_linear_params(array, dtype, self.symmetric,
+                                                      None if axis is None else axis % array.ndim)
             self.weights[weight] = self._store(weight, codes, scale, zp)
         return self.weights[weight]
 
@@ -375,13 +365,6 @@ class _Dynamic:
         for weight in [*self.transposed, *self.weights]:
             if weight.num_uses == 0 and not weight.is_graph_output and weight.is_initializer:
                 self.graph.remove_initializer(weight)
-
-
-def _per_channel(array: np.ndarray, dtype: str, symmetric: bool, axis: int) -> tuple[np.ndarray, ...]:
-    """Per-slice parameters along ``axis`` (scales and zero points of shape ``[C]``)."""
-    parts = [quantize_linear_params(np.take(array, i, axis=axis), dtype, symmetric) for i in range(array.shape[axis])]
-    codes = np.stack([p[0] for p in parts], axis=axis)
-    return codes, np.stack([p[1] for p in parts]), np.stack([p[2] for p in parts])
 
 
 def _float_weight(value: Value | None) -> np.ndarray | None:
