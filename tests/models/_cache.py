@@ -33,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -281,6 +281,40 @@ def _build_in_subprocess(family: str, names: list[str]) -> None:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-40:])
             raise ModelBuildError(f"building {family}:{names[0]} failed (exit {proc.returncode}); "
                                   f"log: {log_path}\n{tail}")
+
+
+def build_with_others(family: str, module: str, name: str, others: Iterable[str]) -> ModelInfo:
+    """The cached model ``name`` of a batch family; a build runs ``python -m tests.models.<module>
+    TMP name=stem...`` once for ``name`` and those of ``others`` not yet cached, then moves each
+    complete build into the cache (payload first, sidecar last: its presence marks a complete build)."""
+    if (info := cached(family, name)) is not None:
+        return info
+    _ensure_cache_dir()
+    with _locked(CACHE_DIR / f".{family}.lock"):
+        if (info := cached(family, name)) is not None:
+            return info
+        names = [name, *(n for n in others if n != name and cached(family, n) is None)]
+        for n in names:
+            _remove_builds(family, n)
+        stems = {n: _stem(family, n) for n in names}
+        log_path = CACHE_DIR / f"{stems[name]}.log"
+        with tempfile.TemporaryDirectory(dir=CACHE_DIR, prefix=".build-") as tmp, open(log_path, "w") as log:
+            subprocess.run([sys.executable, "-m", f"tests.models.{module}", tmp,
+                            *(f"{n}={s}" for n, s in stems.items())], cwd=REPO_ROOT, env=_build_env(),
+                           stdout=log, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S, check=False)
+            for stem in stems.values():
+                sidecar = Path(tmp) / f"{stem}.json"
+                if not sidecar.exists():
+                    continue
+                for path in Path(tmp).glob(f"{stem}.*"):
+                    if path.suffix != ".json":
+                        os.replace(path, CACHE_DIR / path.name)
+                os.replace(sidecar, CACHE_DIR / sidecar.name)
+    info = cached(family, name)
+    if info is None:
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+        raise ModelBuildError(f"building {family}:{name} failed; log: {log_path}\n{tail}")
+    return info
 
 
 def build_here(family: str, name: str, out_dir: Path, stem: str) -> ModelInfo:

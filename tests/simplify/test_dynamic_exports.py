@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -57,34 +54,7 @@ def _register() -> None:
 def ocr_model(name: str) -> ModelInfo:
     """The cached export ``name``, building every missing model of the family in one subprocess first."""
     _register()
-    if (info := _cache.cached(FAMILY, name)) is not None:
-        return info
-    _cache._ensure_cache_dir()
-    with _cache._locked(_cache.CACHE_DIR / f".{FAMILY}.lock"):
-        if (info := _cache.cached(FAMILY, name)) is not None:
-            return info
-        names = [name, *(n for n in NAMES if n != name and n not in WIDE and _cache.cached(FAMILY, n) is None)]
-        for n in names:
-            _cache._remove_builds(FAMILY, n)
-        stems = {n: _cache._stem(FAMILY, n) for n in names}
-        log_path = _cache.CACHE_DIR / f"{stems[name]}.log"
-        with tempfile.TemporaryDirectory(dir=_cache.CACHE_DIR, prefix=".build-") as tmp, open(log_path, "w") as log:
-            subprocess.run([sys.executable, "-m", "tests.models.build_onnx_ocr", tmp,
-                            *(f"{n}={s}" for n, s in stems.items())], cwd=_cache.REPO_ROOT, env=_cache._build_env(),
-                           stdout=log, stderr=subprocess.STDOUT, timeout=_cache.BUILD_TIMEOUT_S, check=False)
-            for stem in stems.values():  # payload first, sidecar last (its presence marks a complete build)
-                sidecar = Path(tmp) / f"{stem}.json"
-                if not sidecar.exists():
-                    continue
-                for path in Path(tmp).glob(f"{stem}.*"):
-                    if path.suffix != ".json":
-                        os.replace(path, _cache.CACHE_DIR / path.name)
-                os.replace(sidecar, _cache.CACHE_DIR / sidecar.name)
-    info = _cache.cached(FAMILY, name)
-    if info is None:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-        raise _cache.ModelBuildError(f"building {FAMILY}:{name} failed; log: {log_path}\n{tail}")
-    return info
+    return _cache.build_with_others(FAMILY, "build_onnx_ocr", name, [n for n in NAMES if n not in WIDE])
 
 
 def sample_inputs(info: ModelInfo) -> list[dict[str, np.ndarray]]:

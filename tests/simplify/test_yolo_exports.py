@@ -14,8 +14,6 @@ and simplifying the result again changes nothing.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -47,35 +45,8 @@ def yolo_model(name: str, *, with_others: bool = False) -> ModelInfo:
     """The cached export ``name``; a build also builds the other missing default models (``with_others``:
     every missing model of the family) in the same subprocess."""
     _register()
-    if (info := _cache.cached(FAMILY, name)) is not None:
-        return info
-    _cache._ensure_cache_dir()
-    with _cache._locked(_cache.CACHE_DIR / f".{FAMILY}.lock"):
-        if (info := _cache.cached(FAMILY, name)) is not None:
-            return info
-        names = [name, *(n for n in NAMES if n != name and (with_others or n in DEFAULT)
-                         and _cache.cached(FAMILY, n) is None)]
-        for n in names:
-            _cache._remove_builds(FAMILY, n)
-        stems = {n: _cache._stem(FAMILY, n) for n in names}
-        log_path = _cache.CACHE_DIR / f"{stems[name]}.log"
-        with tempfile.TemporaryDirectory(dir=_cache.CACHE_DIR, prefix=".build-") as tmp, open(log_path, "w") as log:
-            subprocess.run([sys.executable, "-m", "tests.models.build_onnx_yolo", tmp,
-                            *(f"{n}={s}" for n, s in stems.items())], cwd=_cache.REPO_ROOT, env=_cache._build_env(),
-                           stdout=log, stderr=subprocess.STDOUT, timeout=_cache.BUILD_TIMEOUT_S, check=False)
-            for stem in stems.values():  # payload first, sidecar last (its presence marks a complete build)
-                sidecar = Path(tmp) / f"{stem}.json"
-                if not sidecar.exists():
-                    continue
-                for path in Path(tmp).glob(f"{stem}.*"):
-                    if path.suffix != ".json":
-                        os.replace(path, _cache.CACHE_DIR / path.name)
-                os.replace(sidecar, _cache.CACHE_DIR / sidecar.name)
-    info = _cache.cached(FAMILY, name)
-    if info is None:
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
-        raise _cache.ModelBuildError(f"building {FAMILY}:{name} failed; log: {log_path}\n{tail}")
-    return info
+    others = NAMES if with_others else DEFAULT
+    return _cache.build_with_others(FAMILY, "build_onnx_yolo", name, others)
 
 
 def _params() -> list[object]:
