@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
-import pty
 import re
-import select
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +16,7 @@ from graphwright.calibrate import calibrate, random_samples
 from graphwright.cli import calibrate_cmd
 from graphwright.ir import DType
 from graphwright.runtime import InputSpec, input_specs
+from tests.cli.test_diff_cmd import _run_in_pty
 from tests.transforms.quantize._helpers import EXAMPLE, EXAMPLE_INPUTS, EXAMPLE_OUTPUTS, feeds, ours
 
 LOGGING = 'insert_logging(op=RequantizationRange, show_name=true, message="__requant_min_max:")'
@@ -119,23 +117,7 @@ def test_progress_reports_samples_as_they_finish_and_the_bar_is_on_a_terminal_on
 
     argv = [sys.executable, "-m", "graphwright.cli.main", "calibrate", str(logged), str(tmp_path / "b.log"),
             "--inputs", "input", "--outputs", "Identity", "--num", "40", "--seed", "1"]
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the command on a terminal
-        os.execvp(argv[0], argv)
-    shown = b""
-    while True:
-        ready, _, _ = select.select([fd], [], [], 300)
-        if not ready:
-            break
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.waitpid(pid, 0)
-    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode("utf-8", "replace"))
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", _run_in_pty(argv[3:], tmp_path))
     assert re.search(r"calibrating: sample [0-9]+ of 40 [━╸╺ ]+ [0-9]+/40", plain), plain[-1500:]
     piped = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout + piped.stderr

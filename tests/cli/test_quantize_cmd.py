@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import pty
 import re
-import select
 import subprocess
 import sys
 import warnings
@@ -21,6 +18,7 @@ from ai_edge_litert.interpreter import Interpreter
 from tensorboard.compat.proto import graph_pb2
 
 from graphwright.cli.main import main
+from tests.cli.test_diff_cmd import _run_in_pty
 from tests.models import get_model
 from tests.quantize.test_driver import held_out, mlp, samples
 
@@ -154,23 +152,7 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
     src = mlp(tmp_path / "mlp.onnx")
     argv = [sys.executable, "-m", "graphwright.cli.main", "quantize", str(src), str(tmp_path / "q.onnx"),
             "--mode", "static", "--samples", "200"]
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: the command on a terminal
-        os.execvp(argv[0], argv)
-    shown = b""
-    while True:
-        ready, _, _ = select.select([fd], [], [], 300)
-        if not ready:
-            break
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.waitpid(pid, 0)
-    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown.decode("utf-8", "replace"))
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", _run_in_pty(argv[3:], tmp_path))
     assert re.search(r"quantize: (calibrating|evaluating)", plain), plain[-1500:]
     piped = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert piped.returncode == 0 and "\x1b[" not in piped.stdout + piped.stderr
