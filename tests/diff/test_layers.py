@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from graphwright import formats
-from graphwright.diff.layers import dequantize, layer_errors, quantize_like, sqnr_db
+from graphwright.diff.layers import dequantize, layer_errors, quantize_like
 from graphwright.ir.tensor import QuantParams
+from graphwright.verify.quantized import sqnr_of
 from tests.models import tflite_model
 
 
@@ -24,8 +25,8 @@ def test_dequantize_per_channel_and_quantize_round_trip() -> None:
 
 def test_sqnr() -> None:
     a = np.array([3.0, 4.0])
-    assert sqnr_db(a, a) == math.inf
-    assert sqnr_db(a, np.array([3.0, 3.0])) == pytest.approx(10 * math.log10(25 / 1))
+    assert sqnr_of(a, a) == math.inf
+    assert sqnr_of(a, np.array([3.0, 3.0])) == pytest.approx(10 * math.log10(25 / 1))
 
 
 def test_a_runtime_that_cannot_run_is_a_note_not_a_failure() -> None:

@@ -22,8 +22,9 @@ import numpy as np
 from ..errors import GraphwrightError
 from ..ir import Model
 from ..runtime.execute import Job, execute
+from ..verify.quantized import dequantize, quantize_like, sqnr_of
 
-__all__ = ["LayerError", "LayerErrors", "layer_errors", "dequantize", "quantize_like", "sqnr_db", "feeds_for_b",
+__all__ = ["LayerError", "LayerErrors", "layer_errors", "dequantize", "quantize_like", "sqnr_of", "feeds_for_b",
            "dequantized_outputs"]
 
 
@@ -61,38 +62,6 @@ class LayerErrors:
     def to_json(self) -> dict[str, Any]:
         return {"backend_a": self.backend_a, "backend_b": self.backend_b, "metric": "sqnr_db",
                 "layers": [x.to_json() for x in self.layers], "skipped": self.skipped, "notes": self.notes}
-
-
-def sqnr_db(a: np.ndarray, b: np.ndarray) -> float:
-    """Signal-to-quantization-noise ratio of ``b`` against the reference ``a``, in dB."""
-    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    noise = float(np.sum((a64 - b64) ** 2))
-    signal = float(np.sum(a64 ** 2))
-    if noise == 0.0:
-        return math.inf
-    if signal == 0.0:
-        return -math.inf
-    return 10.0 * math.log10(signal / noise)
-
-
-def dequantize(x: np.ndarray, quant: Any) -> np.ndarray:
-    """``scale * (q - zero_point)`` (per tensor, or per channel along ``quant.axis``)."""
-    scale = np.asarray(quant.scale, np.float64)
-    zero = np.asarray(quant.zero_point, np.float64)
-    if scale.size > 1 and x.ndim:
-        shape = [1] * x.ndim
-        shape[quant.axis] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return (x.astype(np.float64) - zero) * scale
-
-
-def quantize_like(x: np.ndarray, quant: Any, dtype: np.dtype) -> np.ndarray:
-    """A float array as ``dtype`` integers with ``quant`` (round half to even, clipped): what a
-    float input becomes for the quantized model."""
-    scale = np.asarray(quant.scale, np.float64).ravel()[0]
-    zero = np.asarray(quant.zero_point, np.float64).ravel()[0]
-    info = np.iinfo(dtype)
-    return np.clip(np.round(x.astype(np.float64) / scale) + zero, info.min, info.max).astype(dtype)
 
 
 def _values(model: Model) -> dict[str, tuple[int, str, Any]]:
@@ -180,7 +149,7 @@ def layer_errors(
             scale = float(np.asarray(value_b.quant.scale, np.float64).max())
             steps = max_abs / scale if scale > 0 else None
         report.layers.append(LayerError(
-            index, op_a, op_b, name, [int(d) for d in a.shape], str(b.dtype), sqnr_db(a64, bq), max_abs,
+            index, op_a, op_b, name, [int(d) for d in a.shape], str(b.dtype), sqnr_of(a64, bq), max_abs,
             max_abs / top if top > 0 else (0.0 if max_abs == 0 else math.inf),
             float(diff.mean()) if diff.size else 0.0, steps))
     tick(2, "done")

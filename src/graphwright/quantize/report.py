@@ -34,6 +34,7 @@ import numpy as np
 from .. import formats
 from ..ir import Model, Value
 from ..runtime import Session, prepare
+from ..verify.quantized import dequantize, quantize_like, sqnr_db
 
 __all__ = [
     "LayerSQNR", "ModelRunner", "OutputError", "QuantReport", "clone_model", "compare_models",
@@ -46,15 +47,6 @@ WEIGHTED_OPS = frozenset({
     "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV", "CONV_3D",  # TFLite
     "BATCH_MATMUL", "EMBEDDING_LOOKUP", "UNIDIRECTIONAL_SEQUENCE_LSTM",
 })
-
-
-def sqnr_db(signal: float, noise: float) -> float:
-    """``10 log10(signal / noise)``: inf when the noise is zero, -inf when the signal is."""
-    if noise == 0.0:
-        return math.inf
-    if signal == 0.0:
-        return -math.inf
-    return 10.0 * math.log10(signal / noise)
 
 
 def _finite(x: float | None) -> float | None:
@@ -178,26 +170,6 @@ def _is_integer_quantized(value: Value | None) -> bool:
             and value.dtype.numpy is not None and np.dtype(value.dtype.numpy).kind in "iu")
 
 
-def _dequantize(x: np.ndarray, value: Value) -> np.ndarray:
-    quant = value.quant
-    scale = np.asarray(quant.scale, np.float64)
-    zero = np.asarray(quant.zero_point, np.float64)
-    if scale.size > 1 and x.ndim:
-        shape = [1] * x.ndim
-        shape[quant.axis] = -1
-        scale, zero = scale.reshape(shape), zero.reshape(shape)
-    return (x.astype(np.float64) - zero) * scale
-
-
-def _quantize(x: np.ndarray, value: Value) -> np.ndarray:
-    quant = value.quant
-    scale = float(np.asarray(quant.scale, np.float64).ravel()[0])
-    zero = float(np.asarray(quant.zero_point, np.float64).ravel()[0])
-    dtype = np.dtype(value.dtype.numpy)
-    info = np.iinfo(dtype)
-    return np.clip(np.round(x.astype(np.float64) / scale) + zero, info.min, info.max).astype(dtype)
-
-
 class ModelRunner:
     """One model loaded on its runtime, fed the float model's inputs, giving float values back.
 
@@ -227,8 +199,8 @@ class ModelRunner:
             if value.name not in float_feeds and i >= len(by_position):
                 continue  # the runtime names what is missing
             array = np.asarray(float_feeds[value.name] if value.name in float_feeds else by_position[i])
-            out[value.name] = _quantize(array, value) if _is_integer_quantized(value) and array.dtype.kind == "f" \
-                else array
+            integer = _is_integer_quantized(value) and array.dtype.kind == "f"
+            out[value.name] = quantize_like(array, value.quant, np.dtype(value.dtype.numpy)) if integer else array
         return out
 
     def run(self, float_feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -247,7 +219,7 @@ class ModelRunner:
         value = self._values.get(name) or next((v for v in self.model.graph.outputs if v.name == name), None)
         array = np.asarray(array)
         if _is_integer_quantized(value):
-            return _dequantize(array, value)
+            return dequantize(array, value.quant)
         return array
 
     def close(self) -> None:
