@@ -127,8 +127,9 @@ def test_tflite_while_bodies_by_their_calling_operator_and_role(tmp_path: Path) 
         "functional_1/gru_1/while/body": "functional_1/gru_1/while_body",
     }
     stateful = formats.load(get_model("tflite_control", "stateful_float").path)
-    assert {body.path: body.graph.name for body in nested(stateful)} == {
-        "CALL_ONCE/init": "NoOp", "cond/then": "cond_true_120", "cond/else": "cond_false_130"}
+    # TensorFlow numbers the branch functions with a process-wide counter: only the stem is stable
+    names = {body.path: re.sub(r"_\d+$", "", body.graph.name) for body in nested(stateful)}
+    assert names == {"CALL_ONCE/init": "NoOp", "cond/then": "cond_true", "cond/else": "cond_false"}
 
 
 def test_tflite_changes_inside_while_bodies(tmp_path: Path) -> None:
