@@ -19,7 +19,23 @@ initializer, see :mod:`.control_flow`), which reach the other plans through
 here too: variable tensors (the recurrent state of the fused sequence
 operators, written in place; :meth:`Interpreter.reset_variables` zeroes them as
 ``reset_all_variables`` does), resource variables and which CALL_ONCE
-initializers have run.
+initializers have run.  When that state is reset follows LiteRT's interpreter
+(``tflite/core/subgraph.cc``), checked against it invocation by invocation in
+``tests/runtime/reference/test_state_across_runs.py``:
+
+* variable tensors carry over from one run to the next; they are zeroed (int8: the
+  zero point) by :meth:`Interpreter.reset_variables` and whenever the input shapes
+  change from the previous run — LiteRT's ``resize_tensor_input`` then makes
+  ``allocate_tensors`` re-plan and re-prepare everything, which resets variable
+  tensors (an ``allocate_tensors`` with unchanged shapes does nothing);
+* resource variables and CALL_ONCE's "initialized" mark live as long as the
+  interpreter: neither ``reset_all_variables`` nor a re-allocation touches them;
+* the seeded generators of RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL
+  go on from run to run, and start over whenever LiteRT re-prepares their operator:
+  on a change of input shapes (above), and — within a run — when an earlier
+  operator's output changed shape since the previous run (LiteRT re-prepares every
+  operator after one that resized a dynamic output, e.g. a RANDOM_UNIFORM whose
+  shape is a graph input).
 
 Kernels keep what they derive from constants (weight matrices, multipliers,
 requantization tables, scratch buffers) in per-operator caches, so one
@@ -87,6 +103,9 @@ _KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryEr
 
 #: operators a run may leave out when every reader of their output says it does not read it
 _SKIPPABLE = frozenset({"LOGISTIC", "TANH"})
+#: operators with a seeded generator in their cache (``"philox"``, see :mod:`.misc_ops`), which
+#: LiteRT seeds anew each time it prepares them
+_SEEDED_OPS = frozenset({"RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"})
 #: pure operators whose outputs, given constant or shape-only inputs, are the same on every run
 #: with the same input shapes (see ``_Plan.freeze``)
 _STATIC_OPS = frozenset({"SHAPE", "STRIDED_SLICE", "PACK", "SLICE", "GATHER", "CONCATENATION", "SQUEEZE",
@@ -103,7 +122,8 @@ class _Plan:
     non-output intermediates whose last reader it is; the operators' caches; the
     graph's variable tensors, which persist from run to run."""
 
-    __slots__ = ("caches", "frozen", "frozen_shapes", "graph", "skips", "states", "static", "steps", "warm")
+    __slots__ = ("caches", "frozen", "frozen_shapes", "graph", "last_seeded", "out_shapes", "seeded", "skips",
+                 "states", "static", "steps", "warm")
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -130,6 +150,11 @@ class _Plan:
             for i, node in enumerate(order)
         ]
         self.caches: dict[Node, dict[str, object]] = {node: {} for node in order}
+        #: the steps with a seeded generator, the last of them (-1: none), and the output shapes
+        #: of the steps before it in the previous run (see :meth:`execute`)
+        self.seeded = frozenset(i for i, node in enumerate(order) if node.op in _SEEDED_OPS)
+        self.last_seeded = max(self.seeded, default=-1)
+        self.out_shapes: dict[int, tuple[tuple[int, ...], ...]] = {}
         self.states: dict[Value, np.ndarray] = {}
         self.reset_states()
 
@@ -143,6 +168,11 @@ class _Plan:
             fill = int(v.quant.zero_point.reshape(-1)[0]) if v.quant is not None and v.quant.zero_point.size \
                 and v.dtype.value == "int8" else 0
             self.states[v] = np.full(shape, fill, v.dtype.numpy)
+
+    def reseed(self) -> None:
+        """Start every seeded generator over, as LiteRT's Prepare of these operators does."""
+        for i in self.seeded:
+            self.caches[self.steps[i][1]].pop("philox", None)
 
     def freeze(self) -> None:
         """Mark the steps a run may compute once: the shape arithmetic after SHAPE (:data:`_STATIC_OPS`
@@ -197,6 +227,7 @@ class _Plan:
         when that input's shape and dtype match — no context, no kernel prologue."""
         env.update(self.states)  # written in place by the stateful kernels
         caches, clock = self.caches, time.perf_counter
+        last_seeded, resized = self.last_seeded, False
         skip = self.skipped(keep) if keep is not None and self.warm else frozenset()
         static, frozen = (self.static, self.frozen) if keep is not None else (frozenset(), {})
         node: Node | None = None
@@ -213,6 +244,8 @@ class _Plan:
                     continue
                 arrays = [const if v is None else env[v] if v in env else _read(v) for v, const in sources]
                 cache = caches[node]
+                if resized and i in self.seeded:  # LiteRT re-prepared it after an earlier output resized
+                    cache.pop("philox", None)
                 start = clock() if best is not None else 0.0
                 runner = cache.get("compiled")
                 if runner is not None and arrays and (x := arrays[0]) is not None and x.shape == runner[0] \
@@ -222,6 +255,10 @@ class _Plan:
                     results = fn(OpContext(node, arrays, rounding, cache, jit, flavor))
                 if best is not None:
                     best[i] = min(best[i], clock() - start)
+                if i < last_seeded:  # did an output change shape since the previous run?
+                    shapes = tuple(np.shape(a) for a in results)
+                    resized = resized or self.out_shapes.get(i, shapes) != shapes
+                    self.out_shapes[i] = shapes
                 if static and i in static:
                     if node.op == "SHAPE" and i in frozen and not np.array_equal(frozen[i][0], results[0]):
                         frozen.clear()  # a shape moved (a data-dependent one): recompute what follows
@@ -268,8 +305,8 @@ class Subgraphs:
 class Interpreter:
     """Run a TFLite model's main graph (and the subgraphs it calls) with the reference kernels."""
 
-    __slots__ = ("_cache", "_checked", "_lock", "_main", "_subgraphs", "flavor", "graph", "inputs", "jit", "label",
-                 "outputs", "rounding")
+    __slots__ = ("_cache", "_checked", "_last_shapes", "_lock", "_main", "_subgraphs", "flavor", "graph", "inputs",
+                 "jit", "label", "outputs", "rounding")
 
     def __init__(self, model: Model | str | os.PathLike[str], *, rounding: str = "double",
                  jit: bool | None = None, flavor: str = "litert") -> None:
@@ -318,6 +355,8 @@ class Interpreter:
                     cache[SUBGRAPHS_KEY] = self._subgraphs
         # kernels keep scratch buffers in their caches: one run at a time per interpreter
         self._lock = threading.Lock()
+        #: the previous run's input shapes (None: no run yet); a change resets the state as LiteRT's re-allocation
+        self._last_shapes: tuple[object, ...] | None = None
 
     def run(
         self, feeds: Mapping[str, np.ndarray], outputs: Sequence[str] | None = None
@@ -337,10 +376,18 @@ class Interpreter:
 
     def reset_variables(self) -> None:
         """Zero every variable tensor (int8: its zero point), as LiteRT's ``reset_all_variables``;
-        resource variables and CALL_ONCE keep their state, as there."""
+        resource variables, CALL_ONCE and the random generators keep their state, as there."""
         with self._lock:
             for plan in self._subgraphs.plans.values():
                 plan.reset_states()
+
+    def _reallocated(self) -> None:
+        """What LiteRT's ``allocate_tensors`` does after an input was resized: every operator prepared
+        again (the random generators seeded anew) and the variable tensors reset."""
+        for plan in self._subgraphs.plans.values():
+            plan.reset_states()
+            plan.reseed()
+            plan.out_shapes.clear()
 
     def profile(self, feeds: Mapping[str, np.ndarray], repeat: int = 10) -> dict[str, float]:
         """Seconds per operator type for one run: each operator's fastest of ``repeat``
@@ -382,6 +429,9 @@ class Interpreter:
         if shapes != self._main.frozen_shapes:  # what the static steps computed holds for other shapes
             self._main.frozen.clear()
             self._main.frozen_shapes = shapes
+        if self._last_shapes is not None and shapes != self._last_shapes:
+            self._reallocated()
+        self._last_shapes = shapes
         for v in self.graph.inputs:
             env[v] = np.asarray(feeds[v.name])
             if keep is None or v.name in keep:
