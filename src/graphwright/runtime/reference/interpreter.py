@@ -217,10 +217,12 @@ class _Plan:
         return found
 
     def execute(self, env: dict[Value, np.ndarray], keep: set[str] | None, kept: dict[str, np.ndarray],
-                rounding: str, jit: bool, flavor: str, best: list[float] | None = None) -> None:
+                rounding: str, jit: bool, flavor: str, best: list[float] | None = None,
+                given: Mapping[str, np.ndarray] | None = None) -> None:
         """Run the operators on ``env`` (inputs set), storing the outputs there and, by name, the
         tensors ``keep`` names (None: every one) in ``kept``; with ``best``, each operator's time
-        is folded into its minimum there.
+        is folded into its minimum there; an output named in ``given`` is replaced by that array
+        once its operator has run (see :meth:`Interpreter.trace`).
 
         An operator whose kernel left a runner (``cache["compiled"] = (shape, dtype, fn)``:
         a function of its first input alone, the others being constants) runs it directly
@@ -255,6 +257,8 @@ class _Plan:
                     results = fn(OpContext(node, arrays, rounding, cache, jit, flavor))
                 if best is not None:
                     best[i] = min(best[i], clock() - start)
+                if given:
+                    results = [given.get(v.name, a) for v, a in zip(outputs, results, strict=False)]
                 if i < last_seeded:  # did an output change shape since the previous run?
                     shapes = tuple(np.shape(a) for a in results)
                     resized = resized or self.out_shapes.get(i, shapes) != shapes
@@ -369,10 +373,24 @@ class Interpreter:
             raise VerificationError(f"{self.label}: no tensor named {missing[0]!r}")
         return {n: every[n] for n in wanted}
 
-    def trace(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def trace(self, feeds: Mapping[str, np.ndarray],
+              given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Every non-constant tensor of the main graph (inputs, intermediates, outputs), keyed by
-        name, in execution order."""
-        return self._execute(feeds, keep=None)
+        name, in execution order.  ``given``: main-graph tensors (by name) whose values are taken
+        from there instead — each replaces its operator's output once the operator has run, so
+        what reads it computes on it (checking every operator on another runtime's inputs, e.g.
+        an integer QUANTIZE on LiteRT's float values where a float kernel's rounding differs)."""
+        if given:
+            known = {v.name: v for node in self.graph for v in node.outputs}
+            for name, array in given.items():
+                value = known.get(name)
+                if value is None:
+                    raise VerificationError(f"{self.label}: no operator output named {name!r} to take as given")
+                if value.dtype is not None and value.dtype.numpy is not None \
+                        and np.asarray(array).dtype != value.dtype.numpy:
+                    raise VerificationError(f"{self.label}: given {name!r} is {np.asarray(array).dtype}, "
+                                            f"the tensor {value.dtype.value}")
+        return self._execute(feeds, keep=None, given=given)
 
     def reset_variables(self) -> None:
         """Zero every variable tensor (int8: its zero point), as LiteRT's ``reset_all_variables``;
@@ -407,11 +425,12 @@ class Interpreter:
                 totals[node.op] = totals.get(node.op, 0.0) + seconds
         return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
-    def _execute(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None) -> dict[str, np.ndarray]:
+    def _execute(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None,
+                 given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         check_feeds(self.inputs, feeds, label=self.label)
         self._check_shapes(feeds)
         with self._lock:
-            return self._execute_locked(feeds, keep)
+            return self._execute_locked(feeds, keep, given=given)
 
     def _check_shapes(self, feeds: Mapping[str, np.ndarray]) -> None:
         """Run the prepare checks for input shapes not seen yet (one tuple lookup otherwise)."""
@@ -421,7 +440,8 @@ class Interpreter:
             self._checked.add(shapes)
 
     def _execute_locked(self, feeds: Mapping[str, np.ndarray], keep: set[str] | None,
-                        best: list[float] | None = None) -> dict[str, np.ndarray]:
+                        best: list[float] | None = None,
+                        given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """One run of the main graph; with ``best``, each operator's time is folded into its minimum there."""
         env: dict[Value, np.ndarray] = {}
         kept: dict[str, np.ndarray] = {}
@@ -438,7 +458,7 @@ class Interpreter:
                 kept[v.name] = env[v]
         # float kernels overflow to inf silently, as the C kernels do
         with np.errstate(all="ignore"):
-            self._main.execute(env, keep, kept, self.rounding, self.jit, self.flavor, best)
+            self._main.execute(env, keep, kept, self.rounding, self.jit, self.flavor, best, given)
         return kept
 
 
