@@ -392,3 +392,55 @@ def middle_sums(x, out):  # type: ignore[no-untyped-def]
         for j in range(middle):
             for k in range(inner):
                 out[i, k] += x[i, j, k]
+
+
+@numba.njit(**_JIT)
+def softmax8(x, table, s_out, zp, lo, hi, half32, out):  # type: ignore[no-untyped-def]
+    """8-bit SOFTMAX of the rows of ``x`` [R, N] into ``out`` as LiteRT's reference kernel (and the
+    numpy path of ``elementwise.softmax``): ``e[j] = table[max − x[j]]`` (float32), their sequential
+    float32 sum ``t``, ``p = e·(1/(t·s_out))`` in float32, rounded half up: ``⌊p + ½⌋`` in float32
+    (``half32``, uint8 outputs: truncation after + 0.5 in float32) or in float64 (exact), ``+ zp``,
+    clamped to [lo, hi]."""
+    rows, n = x.shape
+    e = np.empty(n, np.float32)
+    for i in range(rows):
+        xi = x[i]
+        top = np.int32(xi[0])
+        for j in range(1, n):
+            top = max(top, np.int32(xi[j]))
+        total = np.float32(0)
+        for j in range(n):
+            v = table[top - np.int32(xi[j])]
+            e[j] = v
+            total = np.float32(total + v)
+        inverse = np.float32(np.float32(1) / np.float32(total * s_out))
+        oi = out[i]
+        for j in range(n):
+            p = np.float32(e[j] * inverse)
+            if half32:
+                q = np.int64(np.floor(np.float32(p + np.float32(0.5))))
+            else:
+                q = np.int64(np.floor(np.float64(p) + 0.5))
+            oi[j] = min(max(q + zp, lo), hi)
+
+
+@numba.njit(**_JIT)
+def mean_requant(x, p, out):  # type: ignore[no-untyped-def]
+    """An 8-bit MEAN over a run of middle axes in one pass: ``out[i, k]`` = the int32 sum
+    ``Σ_j x[i, j, k]`` (exact: at most 255·2^23 in magnitude, which the caller checks) requantized
+    with the per-tensor constants ``p`` [7, 1] (:func:`_requantized`; ``−zp_in·n`` folded into the
+    nudge as a bias), for ``x`` [outer, middle, inner]."""
+    outer, middle, inner = x.shape
+    q = _rows(p)
+    sums = np.empty(inner, np.int32)
+    for i in range(outer):
+        xi = x[i]
+        for k in range(inner):
+            sums[k] = 0
+        for j in range(middle):
+            row = xi[j]
+            for k in range(inner):
+                sums[k] += np.int32(row[k])
+        oi = out[i]
+        for k in range(inner):
+            oi[k] = _requantized(np.int64(sums[k]), 0, q)

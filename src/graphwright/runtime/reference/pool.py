@@ -174,6 +174,15 @@ def _mean_runner(x: np.ndarray, axes: list[int], keep: bool, fast: FastRequant |
     ``fast``'s requantization when given (else the int64 sums), shapes worked out once."""
     view, shape = _middle_shapes(x, axes, keep)
     middle_sums = kernels().middle_sums
+    if fast is not None and fast.native is not None and x.dtype.itemsize == 1 and view[1] < 1 << 23:
+        compiled, constants = fast.native[0].mean_requant, fast.native[1]  # sums and requantization in one pass
+
+        def run_fused(v: np.ndarray) -> np.ndarray:
+            out = np.empty((view[0], view[2]), dtype)
+            compiled(v.reshape(view), constants, out)
+            return out.reshape(shape)
+
+        return run_fused
 
     def run(v: np.ndarray) -> np.ndarray:
         out = np.empty((view[0], view[2]), np.int64)

@@ -13,10 +13,15 @@ also runs int16 (16x8) tensors, as LiteRT's kernels do.  All O(output size).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ._common import OpContext, Quant, ints, kernel, round_half_away, type_range
 from .prepare import check_size
+
+if TYPE_CHECKING:
+    from ...ir import Value
 
 
 def _new_shape(ctx: OpContext, x: np.ndarray) -> list[int]:
@@ -35,10 +40,35 @@ def _new_shape(ctx: OpContext, x: np.ndarray) -> list[int]:
 @kernel("RESHAPE", int16=True)
 def reshape(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
+    if len(ctx.arrays) < 2 or ctx.arrays[1] is None or _constant(ctx.in_value(1)):
+        # the target shape is the operator's own (attribute or constant): a view of any input of
+        # this shape, kept as the operator's runner (later runs go straight to it)
+        target = x.reshape(_reshaped(ctx, x)).shape
+        ctx.cache["compiled"] = (x.shape, x.dtype, lambda v: v.reshape(target))
+        return [x.reshape(target)]
+    shape = ctx.x(1)
+    key = (x.shape, shape.dtype, shape.tobytes())
+    known = ctx.cache.get("target")  # a computed shape (EfficientNet's squeeze-and-excite): the last one's
+    if known is not None and known[0] == key:
+        return [x.reshape(known[1])]
+    target = x.reshape(_reshaped(ctx, x)).shape
+    ctx.cache["target"] = (key, target)
+    return [x.reshape(target)]
+
+
+def _constant(v: Value) -> bool:
+    """A tensor whose value the file fixes: a buffer no operator writes and no run feeds."""
+    return v.const is not None and v.producer is None and not v.is_graph_input and not v.is_state
+
+
+def _reshaped(ctx: OpContext, x: np.ndarray) -> list[int]:
+    """RESHAPE's target shape for ``x``, or the one-line error."""
+    shape = _new_shape(ctx, x)
     try:
-        return [x.reshape(_new_shape(ctx, x))]
+        x.reshape(shape)
     except ValueError as e:
         raise ctx.error(str(e)) from None
+    return shape
 
 
 @kernel("SQUEEZE", int16=True)
@@ -146,7 +176,11 @@ def pack(ctx: OpContext) -> list[np.ndarray]:
 
 @kernel("SHAPE")
 def shape(ctx: OpContext) -> list[np.ndarray]:
-    return [np.asarray(ctx.x(0).shape, dtype=ctx.out_dtype())]
+    x = ctx.x(0)
+    made = np.asarray(x.shape, dtype=ctx.out_dtype())
+    # a function of the input's shape alone: the operator's runner while that shape stays
+    ctx.cache["compiled"] = (x.shape, x.dtype, lambda v: made.copy())
+    return [made.copy()]
 
 
 def _block_4d(ctx: OpContext) -> tuple[np.ndarray, list[int], np.ndarray]:
