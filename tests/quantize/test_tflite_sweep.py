@@ -8,8 +8,11 @@ For each (model, mode) one of two outcomes is a pass:
   file of the model, a worst output within 3 dB of that file's is accepted too — a 1000-class
   softmax at int8's fixed 1/256 output scale, comparisons and FLOOR_MOD on noise score as low
   there), and — int8 / 16x8 — graphwright's reference
-  interpreter bit-exact with LiteRT's ``BUILTIN_REF`` kernels on every tensor
-  (``assert_matches_reference``; where ``BUILTIN_REF`` has no kernel of that operator version —
+  interpreter bit-exact with LiteRT's ``BUILTIN_REF`` kernels on every tensor, the two check
+  seeds run one after the other on one interpreter as LiteRT runs them
+  (``assert_matches_reference``: a QUANTIZE of a float operator one code off where the float input
+  differs is re-checked on LiteRT's float value, an int8 SUM — wrong in ``BUILTIN_REF`` — against
+  TFLM, both named in the outcome; where ``BUILTIN_REF`` has no kernel of that operator version —
   DEPTH_TO_SPACE 2, ELU, as in the converter's own files — that check is recorded as not run);
 * refused: a ``TransformError`` of one line saying why.
 
@@ -163,9 +166,10 @@ def sweep_one(family: str, name: str, mode: str, workdir: Path) -> Outcome:
         except VerificationError as e:
             if "Didn't find op for builtin opcode" not in str(e):
                 return Outcome("quantized", f"no oracle: BUILTIN_REF crashes on it ({str(e)[-80:]})", worst)
+        boundaries: list[str] = []
         try:
             try:
-                assert_matches_reference(quantized, seeds=range(2, 4))
+                assert_matches_reference(quantized, seeds=range(2, 4), boundaries=boundaries)
             except VerificationError as e:
                 if "Didn't find op for builtin opcode" not in str(e):
                     raise
@@ -174,6 +178,9 @@ def sweep_one(family: str, name: str, mode: str, workdir: Path) -> Outcome:
                 return Outcome("quantized", f"no BUILTIN_REF kernel: {str(e).split(': ', 1)[-1][:90]}", worst)
         except Exception as e:
             return Outcome("failing", f"reference vs BUILTIN_REF{_float_also_fails(info)}: {str(e)[:300]}", worst)
+        if boundaries:  # where the oracle took LiteRT's values (see _oracle.assert_matches_reference)
+            places = sorted({b.split(": ", 1)[1] for b in boundaries})
+            return Outcome("quantized", f"oracle: {'; '.join(places)[:200]}", worst)
     return Outcome("quantized", "", worst)
 
 
