@@ -138,3 +138,13 @@ def test_a_mask_cluster_is_never_clipped_away(mask: float, method: str) -> None:
     plain = ValueStats()
     plain.update(ordinary)
     assert value_range(plain, method)[0] > -900.0
+
+
+def test_statistics_without_histograms_give_minmax_and_refuse_the_rest() -> None:
+    x = _heavy(5000)
+    bare = Statistics(histogram=False)
+    bare.update("x", x)
+    assert compute_ranges(bare, "minmax") == {"x": (float(x.min()), float(x.max()))}
+    for method in ("percentile", "entropy", "mse"):
+        with pytest.raises(CalibrationError, match=f"method '{method}' reads histograms"):
+            compute_ranges(bare, method)

@@ -104,3 +104,42 @@ def test_memory_does_not_grow_with_batches() -> None:
     small, large = run(10), run(100)
     assert large < small * 1.5  # 10x the data, the same peak (one batch's float64 copy)
     assert large < 10 * batch.nbytes  # float64 copy, bin indices and counts of one batch
+
+
+def test_without_histograms_min_max_and_counts_are_the_histogram_statistics() -> None:
+    """``histogram=False`` (min-max calibration): the same min, max, count and non-finite count as
+    the full statistics, on every batch (NaN, infinities, float16), streamed or merged; no histogram."""
+    batches = _batches()
+    full, bare = Statistics(64), Statistics(64, histogram=False)
+    for k, b in enumerate(batches):
+        full.update(f"v{k % 3}", b)
+        bare.update(f"v{k % 3}", b)
+    bare.update("empty", np.zeros((0, 4), np.float32))
+    assert bare["empty"].count == 0 and "empty" not in bare.minmax()
+    for name in full:
+        f, b = full[name], bare[name]
+        assert (b.min, b.max, b.count, b.nonfinite) == (f.min, f.max, f.count, f.nonfinite), name
+        assert b.hist is None and not b.histogram
+    assert bare.minmax() == full.minmax()
+    halves = [Statistics(64, histogram=False), Statistics(64, histogram=False)]
+    for k, b in enumerate(batches):
+        halves[k % 2].update("x", b)
+    whole = Statistics(64, histogram=False)
+    for b in batches:
+        whole.update("x", b)
+    merged = pickle.loads(pickle.dumps(halves[0].merge(halves[1])))
+    assert merged == whole and merged["x"].nonfinite == 3
+    with pytest.raises(ValueError, match="with histograms and statistics without"):
+        full.merge(bare)
+    with pytest.raises(ValueError, match="without histograms"):
+        full["v0"].add_extrema(0.0, 1.0, 2)
+
+
+def test_extrema_added_are_what_the_elements_give() -> None:
+    stats = ValueStats(histogram=False)
+    stats.add_extrema(-2.0, 3.0, 10)
+    stats.add_extrema(np.inf, -np.inf, 0)  # an empty tensor's reductions: nothing
+    stats.add_extrema(-1.0, 5.0, 4)
+    same = ValueStats(histogram=False)
+    same.update(np.array([-2.0, 3.0, *np.zeros(8), -1.0, 5.0, 0.0, 0.0], np.float32))
+    assert same == stats and (stats.min, stats.max, stats.count) == (-2.0, 5.0, 14)

@@ -2,8 +2,10 @@
 
 Before: a :class:`~.stats.Statistics` (per value: min, max, a histogram on the grid of
 :mod:`.stats`).  After: ``{value name: (lo, hi)}``, the ranges the quantizing transforms read
-(:mod:`graphwright.transforms.quantize.options`).  Every method reads the histogram only, so it
-costs O(bins) per value (entropy O(bins**2 / stride) in the worst case), whatever the dataset.
+(:mod:`graphwright.transforms.quantize.options`).  Every method reads the statistics only (minmax
+its min and max, so it also takes statistics collected without histograms; the others the
+histogram), so it costs O(bins) per value (entropy O(bins**2 / stride) in the worst case),
+whatever the dataset.
 
 Notation: the histogram has ``B`` bins of width ``w`` over ``[-R, R)``; ``h_k`` counts bin ``k``;
 ``|x|``-histogram ``a_j = h[B/2 + j] + h[B/2 - 1 - j]`` counts ``w j <= |x| < w (j + 1)``
@@ -314,6 +316,9 @@ def value_range(stats: ValueStats, method: str = "minmax", **options: object) ->
     fn = _method(method, options)
     if not stats.count:
         return None
+    if stats.hist is None and method != "minmax":
+        raise CalibrationError(f"method {method!r} reads histograms, and these statistics have none "
+                               f"(collected with histogram=False, for minmax)")
     if unusable_range(stats.min, stats.max) is not None:
         return (stats.min, stats.max)  # a mask's range: the quantizer leaves it float, no clipping hides it
     lo, hi = fn(stats, **options)

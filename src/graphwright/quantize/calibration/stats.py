@@ -19,6 +19,12 @@ so the statistics of any split of the data into shards, merged in any order, are
 (``==``, every counter) to one pass over all of it.  Non-finite elements (NaN, +-inf) are
 counted in ``nonfinite`` and left out of everything else.
 
+**Without histograms** (``histogram=False``, all that min-max calibration needs): a value keeps
+only ``count``, ``nonfinite``, ``min`` and ``max``; an update is the array's own min and max (two
+vectorised passes in its dtype, no float64 copy: 8 of the 12.6 s of calibrating MobileNetV3-Large on
+64 samples went to histograms min-max never reads), or :meth:`ValueStats.add_extrema` of a
+runtime's reductions.  ``zeros`` stays 0 and the methods that read the histogram refuse it.
+
 Cost: O(elements) per update (one pass, chunked so the float64 copy stays under ``CHUNK``
 elements); merge O(bins).  Instances are plain data and pickle (Ray ships them between workers).
 """
@@ -72,7 +78,7 @@ class ValueStats:
     (in bin ``bins/2`` too; a ReLU output's spike, which any grid holding 0 represents exactly, so
     :func:`~.methods.entropy_range` leaves it out); ``min``/``max``: of the
     finite ones (``inf``/``-inf`` while none); ``exponent``: the grid radius ``R = 2**exponent``;
-    ``hist``: ``bins`` counters over ``[-R, R)``.
+    ``hist``: ``bins`` counters over ``[-R, R)``, None when ``histogram`` is False (min/max only).
     """
 
     bins: int = DEFAULT_BINS
@@ -83,10 +89,11 @@ class ValueStats:
     max: float = -math.inf
     exponent: int = MIN_EXPONENT
     hist: np.ndarray = field(default=None)  # type: ignore[assignment]
+    histogram: bool = True
 
     def __post_init__(self) -> None:
         self.bins = _check_bins(self.bins)
-        if self.hist is None:
+        if self.hist is None and self.histogram:
             self.hist = np.zeros(self.bins, dtype=np.int64)
 
     @property
@@ -107,6 +114,9 @@ class ValueStats:
     def update(self, array: np.ndarray) -> None:
         """Add every element of ``array`` (any float dtype).  O(size)."""
         flat = np.asarray(array).reshape(-1)
+        if not self.histogram:
+            self._update_extrema(flat)
+            return
         for start in range(0, flat.size, CHUNK):
             self._update_chunk(flat[start: start + CHUNK].astype(np.float64))
 
@@ -126,6 +136,29 @@ class ValueStats:
         index = np.floor(x * scale).astype(np.int64) + self.bins // 2
         self.hist += np.bincount(index, minlength=self.bins)
 
+    def _update_extrema(self, flat: np.ndarray) -> None:
+        if flat.size == 0:
+            return
+        lo, hi = flat.min(), flat.max()  # NaN propagates through both: then the slow path
+        if np.isfinite(lo) and np.isfinite(hi):
+            self.add_extrema(float(lo), float(hi), int(flat.size))
+            return
+        finite = np.isfinite(flat)
+        count = int(finite.sum())
+        self.nonfinite += int(flat.size - count)
+        if count:
+            kept = flat[finite]
+            self.add_extrema(float(kept.min()), float(kept.max()), count)
+
+    def add_extrema(self, lo: float, hi: float, count: int) -> None:
+        """Add ``count`` finite elements whose min and max are ``lo`` and ``hi`` (a runtime's
+        reductions); for statistics without histograms only."""
+        if self.histogram:
+            raise ValueError("add_extrema needs statistics without histograms (histogram=False)")
+        if count:
+            self.min, self.max = min(self.min, lo), max(self.max, hi)
+            self.count += int(count)
+
     def _grow(self, exponent: int) -> None:
         if exponent > self.exponent:
             self.hist = _coarsen(self.hist, exponent - self.exponent)
@@ -135,6 +168,11 @@ class ValueStats:
         """A new ValueStats of both inputs' data (exact, order-independent).  O(bins)."""
         if other.bins != self.bins:
             raise ValueError(f"cannot merge histograms of {self.bins} and {other.bins} bins")
+        if other.histogram != self.histogram:
+            raise ValueError("cannot merge statistics with histograms and statistics without")
+        if not self.histogram:
+            return ValueStats(self.bins, self.count + other.count, self.nonfinite + other.nonfinite, 0,
+                              min(self.min, other.min), max(self.max, other.max), MIN_EXPONENT, None, False)
         exponent = max(self.exponent, other.exponent)
         hist = (_coarsen(self.hist, exponent - self.exponent)
                 + _coarsen(other.hist, exponent - other.exponent))
@@ -144,41 +182,49 @@ class ValueStats:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ValueStats):
             return NotImplemented
-        return (self.bins, self.count, self.nonfinite, self.zeros, self.min, self.max, self.exponent) == (
-            other.bins, other.count, other.nonfinite, other.zeros, other.min, other.max, other.exponent
-        ) and bool(np.array_equal(self.hist, other.hist))
+        return (self.bins, self.histogram, self.count, self.nonfinite, self.zeros, self.min, self.max,
+                self.exponent) == (other.bins, other.histogram, other.count, other.nonfinite, other.zeros, other.min,
+                                   other.max, other.exponent) and bool(np.array_equal(self.hist, other.hist))
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
 
 @dataclass(eq=False)
 class Statistics:
-    """:class:`ValueStats` per value name, plus how many samples went in."""
+    """:class:`ValueStats` per value name, plus how many samples went in; ``histogram=False``:
+    min/max only (see the module docstring)."""
 
     bins: int = DEFAULT_BINS
     values: dict[str, ValueStats] = field(default_factory=dict)
     samples: int = 0
+    histogram: bool = True
 
     def __post_init__(self) -> None:
         self.bins = _check_bins(self.bins)
 
     def update(self, name: str, array: np.ndarray) -> None:
         """Add ``array``'s elements to the statistics of ``name``."""
+        self.value(name).update(array)
+
+    def value(self, name: str) -> ValueStats:
+        """The statistics of ``name`` (created empty on first use)."""
         stats = self.values.get(name)
         if stats is None:
-            stats = self.values[name] = ValueStats(self.bins)
-        stats.update(array)
+            stats = self.values[name] = ValueStats(self.bins, histogram=self.histogram)
+        return stats
 
     def merge(self, other: Statistics) -> Statistics:
         """A new Statistics of both (values of either; exact, order-independent)."""
         if other.bins != self.bins:
             raise ValueError(f"cannot merge statistics of {self.bins} and {other.bins} bins")
+        if other.histogram != self.histogram:
+            raise ValueError("cannot merge statistics with histograms and statistics without")
         values: dict[str, ValueStats] = {}
         for name in sorted(set(self.values) | set(other.values)):
             mine, theirs = self.values.get(name), other.values.get(name)
             values[name] = (mine.merge(theirs) if mine is not None and theirs is not None
                             else _copy(mine if mine is not None else theirs))  # type: ignore[arg-type]
-        return Statistics(self.bins, values, self.samples + other.samples)
+        return Statistics(self.bins, values, self.samples + other.samples, self.histogram)
 
     @staticmethod
     def merge_all(parts: Iterable[Statistics]) -> Statistics:
@@ -207,7 +253,8 @@ class Statistics:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Statistics):
             return NotImplemented
-        return (self.bins, self.samples, sorted(self.values)) == (other.bins, other.samples, sorted(other.values)) \
+        return (self.bins, self.histogram, self.samples, sorted(self.values)) == (
+            other.bins, other.histogram, other.samples, sorted(other.values)) \
             and all(self.values[n] == other.values[n] for n in self.values)
 
     __hash__ = None  # type: ignore[assignment]  # mutable
@@ -219,4 +266,4 @@ class Statistics:
 
 def _copy(stats: ValueStats) -> ValueStats:
     return ValueStats(stats.bins, stats.count, stats.nonfinite, stats.zeros, stats.min, stats.max, stats.exponent,
-                      stats.hist.copy())
+                      None if stats.hist is None else stats.hist.copy(), stats.histogram)
