@@ -90,14 +90,16 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
              keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
              report: bool = True, on_progress: Progress | None = None,
              collect: Collector | None = None, engine: str = "auto",
-             batch_size: int = 1) -> tuple[Model, QuantReport]:
+             batch_size: int | None = None) -> tuple[Model, QuantReport]:
     """Quantize a model (see the module docstring); returns the quantized model and its report.
 
     ``collect(model, samples, on_progress)`` replaces the one-process statistics collection
     (``graphwright quantize --shards N [--ray]`` passes one that shards the calibration samples
     over processes or Ray tasks; it must return what ``collect_statistics`` would).
     ``engine`` runs the float model for calibration (``auto``: onnxruntime / LiteRT; TFLite also
-    ``litert-ref`` or ``reference``, graphwright's interpreter), ``batch_size`` samples at a time.
+    ``litert-ref`` or ``reference``, graphwright's interpreter), ``batch_size`` samples at a time
+    (None: :func:`~.calibration.collect_statistics` chooses — batches of 8 for ONNX min-max where
+    the batch axis is dynamic, else one by one).
     """
     started = time.perf_counter()
     original = _load(model_or_path)
@@ -307,7 +309,8 @@ def _calibrate(model: Model, method: str, options: QuantOptions, source: _Sample
     total = 0 if source.calibration_count == UNLIMITED else source.calibration_count  # 0: not known
     progress = _phase(on_progress, "", total=total)  # its label says "calibrating"
     if collect is None:
-        stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress, **how)
+        stats = calibration.collect_statistics(model, source.calibration(), on_progress=progress,
+                                               histogram=method != "minmax", **how)
     else:
         stats = collect(model, source.calibration(), progress)
     table = calibration.compute_ranges(stats, method, **_method_options(method, options))

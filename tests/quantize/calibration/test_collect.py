@@ -228,3 +228,79 @@ def test_collection_errors(mobilenet: Any) -> None:
         collect_statistics(model, samples, batch_size=4)
     with pytest.raises(CalibrationError, match="cannot run onnx models"):
         collect_statistics(model, samples, engine="reference")
+
+
+def test_minmax_without_histograms_is_onnxruntime_minmax_batched(tmp_path: Path) -> None:
+    """``histogram=False`` with ``batch_size=None`` (what ``quantize`` does for minmax): every
+    float32 value reduced inside onnxruntime, feeds of equal shapes run 8 at a time (sequences of
+    24 and 16 interleaved: only like ones batch) — still bit for bit onnxruntime's MinMaxCalibrater
+    on the feeds one by one."""
+    from onnxruntime.quantization.calibrate import MinMaxCalibrater
+
+    path = corpus_model("hf_bert-ts-dyn").path
+    model = load(path)
+    long = list(synthetic_samples(model, 10, seed=3, dims={"sequence": 24}))
+    short = list(synthetic_samples(model, 3, seed=4, dims={"sequence": 16}))
+    samples = long[:9] + short[:1] + long[9:] + short[1:]
+    theirs = _ort(MinMaxCalibrater, path, samples, tmp_path)
+    runs: list[int] = []
+    stats = collect_statistics(model, samples, histogram=False, batch_size=None,
+                               on_progress=lambda done, total, label: runs.append(done))
+    ours = compute_ranges(stats, "minmax")
+    assert runs == [8, 9, 10, 11, 13]  # 8 long, 1 long (a short one follows), 1 short, 1 long, 2 short
+    assert stats.samples == 13 and not stats.histogram
+    assert len(ours) > 50 and ours == {n: theirs[n] for n in ours}
+    assert set(theirs) - set(ours) <= {n for n in theirs if "Constant" in n}
+
+
+def _nonfinite_model(tmp_path: Path) -> Any:
+    """x [N, 8] -> Log(x) (NaN below 0, -inf at 0), x * -3e38 (finite, its sum overflows),
+    x / x (NaN at 0), Relu(x); all graph outputs."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    big = helper.make_tensor("big", TensorProto.FLOAT, [], [-3e38])
+    nodes = [helper.make_node("Log", ["x"], ["log"]), helper.make_node("Mul", ["x", "big"], ["huge"]),
+             helper.make_node("Div", ["x", "x"], ["ratio"]), helper.make_node("Relu", ["x"], ["relu"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 8])
+                               for n in ("log", "huge", "ratio", "relu")], [big])
+    path = tmp_path / "nonfinite.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return load(path)
+
+
+def test_minmax_without_histograms_leaves_nan_and_infinities_out_as_the_histograms_do(tmp_path: Path) -> None:
+    """Reduced in the graph, a value holding NaN or an infinity comes back as its array (a second
+    session) and is filtered as the full statistics filter it; a sum that only overflows (finite
+    elements of -3e38) stays reduced.  Checked against NumPy on the raw data."""
+    from graphwright.runtime.intermediates import Extrema, prepare_intermediates
+
+    model = _nonfinite_model(tmp_path)
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.uniform(-1, 1, (1, 8)).astype(np.float32)} for _ in range(5)]
+    samples[2]["x"][0, 3] = 0.0
+    samples.append({"x": rng.uniform(0.5, 1, (1, 8)).astype(np.float32)})  # Log finite here
+    names = ["log", "huge", "ratio", "relu"]
+    bare = collect_statistics(model, samples, values=names, histogram=False, batch_size=None)
+    full = collect_statistics(model, samples, values=names)
+    x = np.concatenate([s["x"] for s in samples]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        raw = {"log": np.log(x), "huge": x * np.float32(-3e38), "ratio": x / x, "relu": np.maximum(x, 0)}
+    for name in names:
+        finite = raw[name][np.isfinite(raw[name])]
+        expected = (float(finite.min()), float(finite.max()), finite.size, raw[name].size - finite.size)
+        got = bare[name]
+        assert (got.min, got.max, got.count, got.nonfinite) == expected, name
+        assert (full[name].min, full[name].max, full[name].count, full[name].nonfinite) == expected, name
+    session = prepare_intermediates(model, names, reduce="extrema")
+    try:
+        out = session.run({"x": samples[2]["x"]})
+        assert isinstance(out["huge"], Extrema) and isinstance(out["relu"], Extrema)
+        assert isinstance(out["log"], np.ndarray) and isinstance(out["ratio"], np.ndarray)
+        assert np.isneginf(out["log"]).any() and np.isnan(out["ratio"]).any()
+        huge = samples[2]["x"] * np.float32(-3e38)
+        with np.errstate(over="ignore"):
+            assert out["huge"] == (float(huge.min()), float(huge.max()), 8) and np.isinf(huge.sum())
+    finally:
+        session.close()

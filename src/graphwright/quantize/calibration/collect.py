@@ -9,6 +9,12 @@ TFLite (``"auto"``/``"litert"``) or graphwright's ``"reference"`` interpreter.
 Streaming: one batch of feeds and its activations are alive at a time; the statistics have a fixed
 size per value (:mod:`.stats`), so memory does not grow with the number of samples.  Cost:
 O(samples x (inference + activation elements)).
+
+``histogram=False`` collects min and max only (min-max calibration): on onnxruntime each float32
+value is then reduced inside the graph (``reduce="extrema"`` of
+:func:`~graphwright.runtime.intermediates.prepare_intermediates`, as onnxruntime's own
+MinMaxCalibrater reduces), so neither the activations' copies out of the runtime nor histograms
+are made; elsewhere the arrays' own min and max are taken.  The ranges are the same, bit for bit.
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from ... import formats
 from ...errors import VerificationError
 from ...ir import DType, Model, Node, Value
 from ...runtime import input_specs
-from ...runtime.intermediates import prepare_intermediates
+from ...runtime.intermediates import Extrema, prepare_intermediates
 from .data import Feed, batch_feeds
 from .errors import CalibrationError
 from .stats import DEFAULT_BINS, Statistics
 
-__all__ = ["ENGINES", "Progress", "activation_names", "collect_statistics"]
+__all__ = ["AUTO_BATCH", "ENGINES", "Progress", "activation_names", "collect_statistics"]
 
 #: ``engine`` values: "auto" picks onnxruntime (ONNX) or litert (TFLite).
 ENGINES = ("auto", "onnxruntime", "litert", "litert-ref", "reference")
+#: Feeds per run of ``batch_size=None`` when only min and max are collected.
+AUTO_BATCH = 8
 #: ``on_progress(samples done, total or None, label)``.
 Progress = Callable[[int, "int | None", str], None]
 _SKIPPED_OPS = {"Constant"}
@@ -63,16 +71,19 @@ def _maybe_float(dtype: DType | None) -> bool:
 
 
 def collect_statistics(model: Model | str | os.PathLike[str], samples: Iterable[Feed] | Callable[[], Iterable[Feed]],
-                       *, values: Sequence[str] | None = None, engine: str = "auto", batch_size: int = 1,
-                       bins: int = DEFAULT_BINS, on_progress: Progress | None = None) -> Statistics:
+                       *, values: Sequence[str] | None = None, engine: str = "auto", batch_size: int | None = 1,
+                       bins: int = DEFAULT_BINS, on_progress: Progress | None = None,
+                       histogram: bool = True) -> Statistics:
     """Statistics of ``values`` (default :func:`activation_names`) over every sample.
 
     ``samples`` yields ``{input name: array}`` (e.g. :func:`~.data.load_samples`,
     :func:`~.data.synthetic_samples`) or is a callable returning such an iterable;
     ``batch_size > 1`` concatenates that many feeds along axis 0 per run (dynamic batch axis
-    needed).  ``on_progress(samples done, total, label)`` is called after every run, ``total``
+    needed); ``None`` batches :data:`AUTO_BATCH` feeds when only min and max of an ONNX model are
+    collected (``histogram=False``: memory stays a few numbers per value) and every input's batch axis is
+    dynamic, consecutive feeds of one sample each and of equal shapes only, else runs them one by one.  ``on_progress(samples done, total, label)`` is called after every run, ``total``
     from ``samples.total`` or ``len(samples)`` when known (else None).  ``stats.samples`` counts
-    the feeds that went in.
+    the feeds that went in.  ``histogram=False``: min and max only (module docstring).
     """
     ir = model if isinstance(model, Model) else formats.load(model)
     if ir.format not in ("onnx", "tflite"):
@@ -81,18 +92,25 @@ def collect_statistics(model: Model | str | os.PathLike[str], samples: Iterable[
     if engine not in ENGINES:
         raise CalibrationError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     specs = input_specs(ir)
-    if batch_size != 1:  # refuses a bad size or a fixed batch axis before anything runs
+    auto = batch_size is None
+    if auto:
+        batch_size = AUTO_BATCH if not histogram and ir.format == "onnx" and _dynamic_batch(specs) else 1
+    elif batch_size != 1:  # refuses a bad size or a fixed batch axis before anything runs
         next(batch_feeds(iter(()), specs, batch_size), None)
-    stats = Statistics(bins)
-    session = _prepare(ir, activation_names(ir) if values is None else list(values), engine)
+    assert batch_size is not None
+    stats = Statistics(bins, histogram=histogram)
+    session = _prepare(ir, activation_names(ir) if values is None else list(values), engine,
+                       None if histogram else "extrema")
     stream = samples() if callable(samples) else samples
     total = _total(stream)
     label = f"calibrating on {session.backend}"
     try:
-        for feeds in _groups(iter(stream), batch_size):
+        for feeds in (_like_groups if auto else _groups)(iter(stream), batch_size):
             batch = feeds[0] if len(feeds) == 1 else next(batch_feeds(iter(feeds), specs, len(feeds)))
             for name, array in session.run(batch).items():
-                if np.issubdtype(array.dtype, np.floating):
+                if isinstance(array, Extrema):
+                    stats.value(name).add_extrema(array.min, array.max, array.count)
+                elif np.issubdtype(array.dtype, np.floating):
                     stats.update(name, array)
             stats.samples += len(feeds)
             if on_progress is not None:
@@ -102,10 +120,10 @@ def collect_statistics(model: Model | str | os.PathLike[str], samples: Iterable[
     return stats
 
 
-def _prepare(model: Model, wanted: Sequence[str], engine: str) -> Any:
+def _prepare(model: Model, wanted: Sequence[str], engine: str, reduce: str | None) -> Any:
     backend = None if engine == "auto" else engine
     try:
-        return prepare_intermediates(model, wanted, backend=backend)
+        return prepare_intermediates(model, wanted, backend=backend, reduce=reduce)
     except VerificationError as e:
         raise CalibrationError(f"calibration cannot run the model: {e}") from None
 
@@ -115,6 +133,33 @@ def _total(samples: Any) -> int | None:
     if total is None and hasattr(samples, "__len__"):
         total = len(samples)
     return None if total is None else int(total)
+
+
+def _dynamic_batch(specs: Sequence[Any]) -> bool:
+    """Every input has a known rank >= 1 and a dynamic first axis."""
+    return all(s.shape and not (isinstance(s.shape[0], int) and s.shape[0] >= 0) for s in specs)
+
+
+def _like_groups(feeds: Iterator[Feed], size: int) -> Iterator[list[Feed]]:
+    """Up to ``size`` consecutive feeds per group, grouped only while each is one sample (leading
+    axis 1 in every array) of the same shapes and dtypes as the group's first: the concatenation
+    along axis 0 is then exactly a batch of them."""
+    group: list[Feed] = []
+    key: object = None
+    for feed in feeds:
+        arrays = {k: np.asarray(v) for k, v in feed.items()}
+        single = all(a.ndim >= 1 and a.shape[0] == 1 for a in arrays.values())
+        mine = tuple(sorted((k, a.shape, a.dtype.str) for k, a in arrays.items())) if single else None
+        if group and (mine is None or mine != key or len(group) == size):
+            yield group
+            group = []
+        group.append(feed)
+        key = mine
+        if mine is None:
+            yield group
+            group = []
+    if group:
+        yield group
 
 
 def _groups(feeds: Iterator[Feed], size: int) -> Iterator[list[Feed]]:
