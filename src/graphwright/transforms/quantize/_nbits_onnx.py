@@ -47,6 +47,11 @@ _CHANGED_AT = {
 }
 
 
+#: Factors of a block's range tried by the ``mse`` method (1 first: onnxruntime's range wins ties).
+MSE_SHRINK = (1.0, 0.95, 0.9, 0.85, 0.8)
+#: Block scale methods: ``rtn`` (onnxruntime's round-to-nearest of the block's range) and ``mse``.
+METHODS = ("rtn", "mse")
+
 #: Columns quantized per step: the working set of one step stays in cache.
 _CHUNK_COLUMNS = 256
 
@@ -78,9 +83,12 @@ def _reciprocal(scale: np.ndarray) -> np.ndarray:
     return np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, np.float32(1)), 0).astype(np.float32)
 
 
-def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool) -> tuple[np.ndarray, ...]:
+def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool,
+              method: str = "rtn") -> tuple[np.ndarray, ...]:
     """(codes ``[kb·block, N]`` float32 — rows past K hold the last row's codes —, scales ``[kb, N]``,
-    zero points ``[kb, N]``), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before rounding)."""
+    zero points ``[kb, N]``), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before
+    rounding, for ``rtn``; ``mse`` computes the ``DequantizeLinear`` codes and adds 8 to symmetric ones,
+    so both forms dequantize to the same weights)."""
     w = np.asarray(w, np.float32)
     k, n = w.shape
     kb = -(-k // block_size)
@@ -96,32 +104,83 @@ def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool) -
         blocks = part.reshape(kb, block_size, -1)
         lo = np.minimum(blocks.min(axis=1), np.float32(0))
         hi = np.maximum(blocks.max(axis=1), np.float32(0))
-        scale, zp = _block_params(lo, hi, symmetric, unsigned)
-        x = blocks * _reciprocal(scale)[:, None, :]
-        if nbits:
-            x += zp[:, None, :]
-            x = _roundf(x)
+        if method == "mse":
+            x, scale, zp = _mse_block(blocks, lo, hi, symmetric, pad=kb * block_size - k)
+            if nbits and symmetric:
+                x += np.float32(8)
+                zp = np.full(scale.shape, 8, np.float32)
         else:
-            x = _roundf(x)
-            x += zp[:, None, :]
-        np.clip(x, qmin, qmax, out=x)
+            scale, zp = _block_params(lo, hi, symmetric, unsigned)
+            x = blocks * _reciprocal(scale)[:, None, :]
+            if nbits:
+                x += zp[:, None, :]
+                x = _roundf(x)
+            else:
+                x = _roundf(x)
+                x += zp[:, None, :]
+            np.clip(x, qmin, qmax, out=x)
         codes[:, c0:c0 + _CHUNK_COLUMNS] = x.reshape(kb * block_size, -1)
         scales[:, c0:c0 + _CHUNK_COLUMNS] = scale
         zps[:, c0:c0 + _CHUNK_COLUMNS] = zp
     return codes, scales, zps
 
 
-def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _mse_block(blocks: np.ndarray, lo: np.ndarray, hi: np.ndarray, symmetric: bool,
+               pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``mse`` method on ``blocks[kb, block, c]``: (codes in the ``DequantizeLinear`` form — int4
+    values when symmetric, uint4 with zero points otherwise —, float32 scales ``[kb, c]``, zero points).
+
+    Per block, the range ``[lo, hi]`` (both including 0) is shrunk by each factor of ``MSE_SHRINK``;
+    the factor whose round-to-nearest codes give the least squared weight error wins (1, onnxruntime's
+    range, first: a tie keeps it).  Then the scale is refitted by least squares to those codes,
+    ``s = sum(w·(q - zp)) / sum((q - zp)²)``, which can only lower the error further.  So each block's
+    squared error is at most round-to-nearest's.  Rows of padding (``pad``, the last block's repeated
+    last row) are left out of the error.  O(len(MSE_SHRINK) · elements)."""
+    best_err = best_scale = best_zp = None
+    for shrink in MSE_SHRINK:
+        f = np.float32(shrink)
+        scale, zp = _block_params(lo * f, hi * f, symmetric, not symmetric)
+        x = blocks * _reciprocal(scale)[:, None, :]
+        q = np.rint(x)
+        q += zp[:, None, :]
+        np.clip(q, 0 if not symmetric else -8, 15 if not symmetric else 7, out=q)
+        q -= zp[:, None, :]
+        x -= q
+        if pad:
+            x[-1, blocks.shape[1] - pad:] = 0
+        err = np.einsum("kbc,kbc->kc", x, x) * (scale * scale)
+        if best_err is None:
+            best_err, best_scale, best_zp = err, scale, zp
+        else:
+            take = err < best_err
+            best_err = np.where(take, err, best_err)
+            best_scale = np.where(take, scale, best_scale)
+            best_zp = np.where(take, zp, best_zp)
+    x = _roundf(blocks * _reciprocal(best_scale)[:, None, :])
+    x += best_zp[:, None, :]
+    np.clip(x, 0 if not symmetric else -8, 15 if not symmetric else 7, out=x)
+    levels = x - best_zp[:, None, :]
+    if pad:
+        levels[-1, blocks.shape[1] - pad:] = 0
+    den = np.einsum("kbc,kbc->kc", levels, levels)
+    num = np.einsum("kbc,kbc->kc", blocks, levels)
+    refit = np.where(den > 0, num / np.where(den > 0, den, np.float32(1)), best_scale).astype(np.float32)
+    return x, refit, best_zp.astype(np.float32)
+
+
+def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool,
+              method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``DequantizeLinear(axis=0, block_size)`` form: (codes ``[K, N]`` int8 holding int4/uint4 values,
     float32 scales ``[kb, N]``, zero points ``[kb, N]`` or None when symmetric)."""
-    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False)
+    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False, method=method)
     return codes[: w.shape[0]].astype(np.int8), scale, None if symmetric else zp.astype(np.int8)
 
 
-def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool,
+                 method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``com.microsoft.MatMulNBits`` (bits=4) inputs: (packed ``[N, kb, block_size/2]`` uint8, float32 scales
     ``[N, kb]``, packed zero points ``[N, ceil(kb/2)]`` uint8 or None when symmetric).  Low nibble first."""
-    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=True)
+    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=True, method=method)
     codes[w.shape[0]:] = 0
     nibbles = codes.astype(np.uint8).reshape(scale.shape[0], block_size, -1).transpose(2, 0, 1)  # [N, kb, block]
     packed = np.ascontiguousarray(nibbles[..., 0::2] | (nibbles[..., 1::2] << 4))

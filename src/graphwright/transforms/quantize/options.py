@@ -43,6 +43,9 @@ class QuantOptions:
     ``float32`` keeps float edges with QUANTIZE/DEQUANTIZE, ``int8``/``int16`` makes them integer.
     ``target`` (ONNX only): ``generic`` writes standard-domain ops only; ``onnxruntime`` may use
     its contrib ops (``MatMulNBits``, com.microsoft int16 Q/DQ below opset 21).
+    ``int4_method`` (ONNX 4-bit weights): ``mse`` picks each block's scale to minimise its squared
+    weight error (never above round-to-nearest's); ``rtn`` is onnxruntime's ``MatMulNBitsQuantizer``
+    (round-to-nearest of the block's range: the same bytes).
     """
 
     activation_type: str = "int8"
@@ -55,6 +58,7 @@ class QuantOptions:
     io_type: str = "float32"
     block_size: int = 128
     target: str = "generic"
+    int4_method: str = "mse"
 
     def __post_init__(self) -> None:
         if self.activation_type not in ACTIVATION_TYPES:
@@ -68,6 +72,8 @@ class QuantOptions:
             raise TransformError(f"block_size must be a power of two >= 16, got {self.block_size}")
         if self.target not in ("generic", "onnxruntime"):
             raise TransformError(f"target must be generic or onnxruntime, got {self.target!r}")
+        if self.int4_method not in ("rtn", "mse"):
+            raise TransformError(f"int4_method must be rtn or mse, got {self.int4_method!r}")
 
     def excluded(self, op: str, name: str) -> bool:
         """True when a node of ``op`` named ``name`` is to stay in float."""

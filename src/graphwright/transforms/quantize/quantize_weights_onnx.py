@@ -130,7 +130,7 @@ class _FourBit:
     options: QuantOptions
     symmetric: bool
     names: Names
-    done: dict[Value, list[Value]] = field(default_factory=dict)
+    done: dict[tuple[Value, bool], list[Value]] = field(default_factory=dict)  # (weight, transposed) -> inputs
     notes: list[str] = field(default_factory=list)
     elements: int = 0
 
@@ -148,15 +148,15 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
                  and v.users() and all(u.op not in _FOURBIT_OPS for u in v.users()))
     if others:
         run.notes.append(f"{others} other float initializers of >= {minimum_size} elements left float "
-                         "(4-bit applies to MatMul weights and Gemm B without transB only)")
+                         "(4-bit applies to MatMul and Gemm weights only; Conv and others: use 8 bits)")
     quantized = 0
     for graph, node in candidates:
-        reason = _why_not_4bit(node, graph, minimum_size, options)
-        if reason:
+        reason, site = _why_not_4bit(node, graph, minimum_size, options)
+        if site is None:
             if reason != _NOT_CONSTANT:
                 run.notes.append(f"{node.name}: {node.op} left float ({reason})")
             continue
-        (_dequantize_linear if generic else _matmul_nbits)(run, graph, node)
+        (_dequantize_linear if generic else _matmul_nbits)(run, graph, node, site)
         quantized += 1
     if quantized and generic:
         if moved := move_reduce_axes(graphs, opset, run.names):
@@ -170,7 +170,7 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
         imports = dict(model.meta.get(OPSET_IMPORT) or {})
         imports.setdefault(_MS_DOMAIN, 1)
         model.meta[OPSET_IMPORT] = imports
-    for weight in run.done:
+    for weight, _ in run.done:
         graph = weight.owner
         if graph is not None and weight.num_uses == 0 and not weight.is_graph_output:
             graph.remove_initializer(weight)
@@ -182,78 +182,136 @@ def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOption
 
 #: A MatMul whose B is an activation: not a weight, nothing to report.
 _NOT_CONSTANT = "B is not constant"
-#: Operators whose input 1 may become 4-bit: MatMul, and Gemm computing A·B (+ C) (see _gemm_form).
+#: Operators whose weight input may become 4-bit: MatMul (its B, or its A when only A is constant) and Gemm.
 _FOURBIT_OPS = ("MatMul", "Gemm")
 
 
-def _gemm_form(node: Node, options: QuantOptions) -> str:
-    """Why the Gemm ``node`` is not ``A·B + beta·C`` with B[K, N] read as is (MatMulNBits also needs
-    ``beta = 1`` and a 1-D C of N elements, its bias); empty when it is."""
-    if node.attr("transA", 0) or node.attr("transB", 0) or float(node.attr("alpha", 1.0)) != 1.0:
-        return "transA, transB or alpha: B is not read as [K, N]"
+@dataclass(frozen=True)
+class _Site:
+    """Where a node reads its weight: input ``index``, and whether the weight is stored ``[N, K]``
+    (reduction along axis 1: a Gemm with transB, a MatMul's constant A ``[M, K]``) instead of ``[K, N]``."""
+
+    index: int
+    transposed: bool
+
+
+def _weight_site(node: Node, graph: Graph) -> _Site | None:
+    """The 2-D weight a MatMul/Gemm multiplies by, or None when it has none (both inputs activations)."""
+    def constant(i: int) -> bool:
+        value = node.inputs[i] if len(node.inputs) > i else None
+        return value is not None and value.is_initializer and not value.is_graph_input and value.const is not None
+
+    if constant(1):
+        return _Site(1, bool(node.op == "Gemm" and node.attr("transB", 0)))
+    if node.op == "MatMul" and constant(0):
+        return _Site(0, True)  # y = W[M, K] @ x[K, ...]: blocks along W's axis 1
+    return None
+
+
+def _nbits_form(node: Node, site: _Site) -> str:
+    """Why ``node`` cannot become ``MatMulNBits(A, B) (+ bias)``; empty when it can."""
+    if site.index == 0:
+        return "MatMulNBits takes the weight as B only (the weight here is A); target=generic quantizes it"
+    if node.op != "Gemm":
+        return ""
+    if node.attr("transA", 0):
+        return "transA: MatMulNBits has no transposed A; target=generic quantizes it"
     bias = node.inputs[2] if len(node.inputs) > 2 else None
-    if options.target != "generic" and bias is not None:
-        n = node.inputs[1].const.shape[-1] if node.inputs[1].const is not None else None
-        if float(node.attr("beta", 1.0)) != 1.0 or bias.shape is None or tuple(bias.shape) != (n,):
-            return "MatMulNBits takes a bias of N elements with beta 1 only"
+    if bias is not None:
+        n = node.inputs[1].const.shape[0 if site.transposed else 1]
+        if bias.const is not None:
+            ok = tuple(bias.const.shape) in ((), (1,), (n,), (1, 1), (1, n))  # broadcast over rows: a bias
+        else:
+            ok = float(node.attr("beta", 1.0)) == 1.0 and bias.shape is not None and tuple(bias.shape) == (n,)
+        if not ok:
+            return "MatMulNBits takes a bias of N elements only; target=generic quantizes it"
     return ""
 
 
-def _why_not_4bit(node: Node, graph: Graph, minimum_size: int, options: QuantOptions) -> str:
-    weight = node.inputs[1] if len(node.inputs) > 1 else None
-    if weight is None or not weight.is_initializer or weight.is_graph_input or weight.const is None:
-        return _NOT_CONSTANT
+def _why_not_4bit(node: Node, graph: Graph, minimum_size: int, options: QuantOptions) -> tuple[str, _Site | None]:
+    site = _weight_site(node, graph)
+    if site is None:
+        return _NOT_CONSTANT, None
     if options.excluded(node.op, node.name):
-        return "excluded"
-    tensor = weight.const
+        return "excluded", None
+    tensor = node.inputs[site.index].const
+    role = "A" if site.index == 0 else "B"
     if tensor.dtype is not DType.FLOAT32:
-        return f"B is {tensor.dtype.value}, not float32"
+        return f"{role} is {tensor.dtype.value}, not float32", None
     if len(tensor.shape) != 2:
-        return f"B has rank {len(tensor.shape)}, 4-bit blocks need a 2-D [K, N] weight"
+        return f"{role} has rank {len(tensor.shape)}, 4-bit blocks need a 2-D weight", None
     if tensor.size < max(minimum_size, 1):
-        return f"B has {tensor.size} elements, fewer than minimum_size={minimum_size}"
-    if weight.owner is not graph:
-        return "B belongs to an enclosing graph"
-    return _gemm_form(node, options) if node.op == "Gemm" else ""
+        return f"{role} has {tensor.size} elements, fewer than minimum_size={minimum_size}", None
+    if node.inputs[site.index].owner is not graph:
+        return f"{role} belongs to an enclosing graph", None
+    if options.target != "generic":
+        reason = _nbits_form(node, site)
+        if reason:
+            return reason, None
+    return "", site
 
 
 def _add(run: _FourBit, graph: Graph, base: str, tensor: Tensor) -> Value:
     return graph.add_initializer(Value(run.names.fresh(base), const=tensor))
 
 
-def _dequantize_linear(run: _FourBit, graph: Graph, node: Node) -> None:
-    weight = node.inputs[1]
-    if weight not in run.done:
-        codes, scale, zp = dq_blocks(weight.const.numpy(), run.options.block_size, run.symmetric)
-        inputs = [_add(run, graph, f"{weight.name}_DQ_Q4", int4_tensor(codes, run.symmetric)),
-                  _add(run, graph, f"{weight.name}_DQ_scales", Tensor.from_numpy(scale, DType.FLOAT32))]
+def _blocks_of(run: _FourBit, weight: Value, transposed: bool) -> np.ndarray:
+    """The weight as ``[K, N]`` (K the reduction axis the blocks run along)."""
+    w = weight.const.numpy()
+    return w.T if transposed else w
+
+
+def _dequantize_linear(run: _FourBit, graph: Graph, node: Node, site: _Site) -> None:
+    weight, key = node.inputs[site.index], (node.inputs[site.index], site.transposed)
+    if key not in run.done:
+        codes, scale, zp = dq_blocks(_blocks_of(run, weight, site.transposed), run.options.block_size, run.symmetric,
+                                     run.options.int4_method)
+        if site.transposed:  # stored [N, K]: blocks along axis 1
+            codes, scale, zp = codes.T, scale.T, None if zp is None else zp.T
+        inputs = [_add(run, graph, f"{weight.name}_DQ_Q4", int4_tensor(np.ascontiguousarray(codes), run.symmetric)),
+                  _add(run, graph, f"{weight.name}_DQ_scales",
+                       Tensor.from_numpy(np.ascontiguousarray(scale), DType.FLOAT32))]
         if zp is not None:
-            inputs.append(_add(run, graph, f"{weight.name}_DQ_zero_points", int4_tensor(zp, signed=False)))
+            inputs.append(_add(run, graph, f"{weight.name}_DQ_zero_points",
+                               int4_tensor(np.ascontiguousarray(zp), signed=False)))
         out = Value(run.names.fresh(f"{inputs[0].name}_output"), DType.FLOAT32, weight.const.shape)
         dq = Node("DequantizeLinear", inputs, dialect="onnx", name=graph.unique_node_name(f"{node.name}_DQ_Q4"),
-                  attrs={"axis": Attr.int(0), "block_size": Attr.int(run.options.block_size)}, outputs=[out])
+                  attrs={"axis": Attr.int(1 if site.transposed else 0),
+                         "block_size": Attr.int(run.options.block_size)}, outputs=[out])
         graph.insert_before(node, dq)
-        run.done[weight] = [out]
+        run.done[key] = [out]
         run.elements += weight.const.size
-    node.replace_input(1, run.done[weight][0])
+    node.replace_input(site.index, run.done[key][0])
 
 
-def _matmul_nbits(run: _FourBit, graph: Graph, node: Node) -> None:
-    weight = node.inputs[1]
-    k, n = weight.const.shape
-    if weight not in run.done:
-        packed, scale, zp = nbits_blocks(weight.const.numpy(), run.options.block_size, run.symmetric)
+def _matmul_nbits(run: _FourBit, graph: Graph, node: Node, site: _Site) -> None:
+    weight, key = node.inputs[1], (node.inputs[1], site.transposed)
+    w = _blocks_of(run, weight, site.transposed)
+    k, n = w.shape
+    if key not in run.done:
+        packed, scale, zp = nbits_blocks(w, run.options.block_size, run.symmetric, run.options.int4_method)
         inputs = [_add(run, graph, f"{weight.name}_Q4", Tensor.from_numpy(packed, DType.UINT8)),
                   _add(run, graph, f"{weight.name}_scales", Tensor.from_numpy(scale, DType.FLOAT32))]
         if zp is not None:
             inputs.append(_add(run, graph, f"{weight.name}_zero_points", Tensor.from_numpy(zp, DType.UINT8)))
-        run.done[weight] = inputs
+        run.done[key] = inputs
         run.elements += weight.const.size
+    weights = run.done[key]
+    alpha = float(node.attr("alpha", 1.0)) if node.op == "Gemm" else 1.0
+    if alpha != 1.0:  # alpha·(A·B) = A·(alpha·B): scale this node's copy of the block scales
+        scaled = weights[1].const.numpy() * np.float32(alpha)
+        weights = [weights[0], _add(run, graph, f"{weight.name}_scales_alpha", Tensor.from_numpy(scaled, DType.FLOAT32)),
+                   *weights[2:]]
     old = node.output
     out = Value(old.name, old.dtype, old.shape)
-    inputs = [node.inputs[0], *run.done[weight]]
-    if node.op == "Gemm" and len(node.inputs) > 2 and node.inputs[2] is not None:
-        inputs = [*inputs, *[None] * (5 - len(inputs)), node.inputs[2]]  # bias: input 5, after zero points, g_idx
+    inputs = [node.inputs[0], *weights]
+    bias = node.inputs[2] if node.op == "Gemm" and len(node.inputs) > 2 else None
+    if bias is not None:
+        beta = float(node.attr("beta", 1.0))
+        if bias.const is not None and (beta != 1.0 or tuple(bias.const.shape) != (n,)):  # beta·C as [N]
+            folded = np.broadcast_to(bias.const.numpy().astype(np.float32).reshape(-1) * np.float32(beta), (n,))
+            bias = _add(run, graph, f"{bias.name}_bias", Tensor.from_numpy(np.ascontiguousarray(folded), DType.FLOAT32))
+        inputs = [*inputs, *[None] * (5 - len(inputs)), bias]  # bias: input 5, after zero points, g_idx
     nbits = Node("MatMulNBits", inputs, dialect="onnx", domain=_MS_DOMAIN,
                  name=graph.unique_node_name(f"{node.name}_Q4"), outputs=[out],
                  attrs={"K": Attr.int(k), "N": Attr.int(n), "bits": Attr.int(4),
