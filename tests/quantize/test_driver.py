@@ -374,3 +374,37 @@ def test_given_samples_all_calibrate_unless_capped(tmp_path: Path) -> None:
     calibrated = [f for i, f in enumerate(feeds) if (i + 1) % HOLDOUT_STRIDE]
     out = ort_tensor(src, "y", calibrated)
     assert report.ranges["y"] == pytest.approx((min(float(a.min()) for a in out), max(float(a.max()) for a in out)))
+
+
+def test_static_minmax_is_onnxruntime_quantize_static_minmax(tmp_path: Path) -> None:
+    """quantize(mode=static, method=minmax) — calibration reduced inside onnxruntime, the split
+    samples regrouped 8 at a time — writes the very model onnxruntime's quantize_static writes
+    with its MinMax calibrator on the same feeds (BERT, dynamic batch and sequence, feeds of 4
+    samples): every initializer (scales, zero points, weight and bias codes) bit for bit."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    from graphwright.quantize import quantize
+    from graphwright.quantize.calibration import synthetic_samples
+    from tests.models.build_onnx_corpus import corpus_model
+
+    src = corpus_model("hf_bert-ts-dyn").path
+    feeds = list(synthetic_samples(gw.load(src), 20, seed=7, batch_size=4, dims={"sequence": 20}))
+    assert len(feeds) == 5
+    it = iter(feeds)
+
+    class Reader:
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(it, None)
+
+    quantize_static(str(src), str(tmp_path / "ort.onnx"), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
+                    calibrate_method=CalibrationMethod.MinMax)
+    model, report = quantize(src, mode="static", samples=feeds, method="minmax", activation_type="int8",
+                             report=False)
+    gw.save(model, tmp_path / "gw.onnx")
+    assert report.calibration_samples == 20
+    theirs = {t.name: numpy_helper.to_array(t) for t in onnx.load(tmp_path / "ort.onnx").graph.initializer}
+    ours = {t.name: numpy_helper.to_array(t) for t in onnx.load(tmp_path / "gw.onnx").graph.initializer}
+    assert sorted(ours) == sorted(theirs) and sum(n.endswith("_scale") for n in ours) > 50
+    for name, value in theirs.items():
+        assert ours[name].dtype == value.dtype and np.array_equal(ours[name], value), name
