@@ -42,6 +42,7 @@ defences, both free on ordinary models:
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -57,7 +58,9 @@ from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, all
 from .dtypes import dtype_from_onnx, onnx_code
 from .reader import from_proto
 from .saving import to_proto
-from .tensors import ProtoEntry, TensorEntry, expected_nbytes, header_protos
+from .dtypes import storage_nbytes
+from .meta import NODE_SHELL, UNTYPED_ATTRS
+from .tensors import ProtoEntry, TensorEntry, header_protos
 from .writer import Builder
 
 try:
@@ -181,15 +184,70 @@ def _infer_in_child(proto: onnx.ModelProto, memory_limit: int) -> onnx.ModelProt
     raise InferenceOverBudget(f"ONNX shape inference needed more than {memory_limit} bytes")
 
 
-class _HeaderBuilder(Builder):
-    """The ONNX writer, emitting large tensors as data-less headers."""
+#: Where a model keeps its :class:`_NodeCache` between inference runs (no writer reads this key).
+_CACHE_KEY = "graphwright.inference_nodes"
 
-    __slots__ = ()
+
+class _NodeCache:
+    """The serialized NodeProtos of the last inference copy, by node.
+
+    simplify infers shapes a dozen times on one model while most of its nodes stay as they
+    were; building a NodeProto in Python is ~45 µs (a ``Constant``'s tensor included), parsing
+    the bytes kept from the last run a few.  An entry is used only when everything the proto is
+    made of is the same: export names of the node and its inputs and outputs, op, domain,
+    doc string, and the very same attribute objects and node shell (held by the entry, so
+    their ids cannot be reused; ``Attr`` values and ``Tensor`` are never changed in place).
+    Nodes holding subgraphs are always rebuilt.  Only the nodes of the latest run are kept.
+    """
+
+    __slots__ = ("entries", "large")
+
+    def __init__(self) -> None:
+        self.entries: dict[Node, tuple[tuple[object, ...], tuple[object, ...], bytes]] = {}
+        #: integer tensor -> whether it holds a large number (see :func:`_could_explode`)
+        self.large: dict[Tensor, bool] = {}
+
+
+class _HeaderBuilder(Builder):
+    """The ONNX writer, emitting large tensors as data-less headers (and reusing cached nodes)."""
+
+    __slots__ = ("cache", "fresh")
+
+    def __init__(self, model: Model, cache: _NodeCache | None = None) -> None:
+        super().__init__(model)
+        self.cache = cache
+        self.fresh: dict[Node, tuple[tuple[object, ...], tuple[object, ...], bytes]] = {}
+
+    def _node(self, node: Node, np_: onnx.NodeProto) -> None:
+        if self.cache is None or subgraphs(node):
+            super()._node(node, np_)
+            return
+        names = self.names
+        values = names.values
+        attrs = tuple(node.attrs.items())
+        held = (*(a for _, a in attrs), *(a.value for _, a in attrs), node.meta.get(NODE_SHELL),
+                node.meta.get(UNTYPED_ATTRS))
+        key = (names.nodes.get(node), node.op, node.domain, node.doc_string,
+               tuple("" if v is None else values.get(v) for v in node.inputs),
+               tuple(values.get(v) for v in node.outputs),
+               tuple(k for k, _ in attrs), tuple(id(h) for h in held))
+        entry = self.cache.entries.get(node)
+        if entry is not None and entry[0] == key:
+            np_.MergeFromString(entry[2])
+        else:
+            super()._node(node, np_)
+            entry = (key, held, np_.SerializeToString())
+        self.fresh[node] = entry
 
     def tensor(self, tensor: Tensor, name: str, *, initializer: bool) -> TensorEntry:
-        size = expected_nbytes(tensor)
+        size = storage_nbytes(tensor.dtype, math.prod(tensor.shape))
         keep = size is None or size <= INLINE_BYTES or (tensor.dtype.is_integer and size <= INLINE_INT_BYTES)
         if keep:
+            source = tensor.source
+            if (not initializer and size is not None and isinstance(source, onnx.TensorProto)
+                    and source.name == name and source.data_location != onnx.TensorProto.EXTERNAL):
+                if not source.HasField("raw_data") or len(source.raw_data) == size:
+                    return ProtoEntry(source)  # a Constant's small tensor as it was read: emitted as is
             return super().tensor(tensor, name, initializer=initializer)
         head, tail = header_protos(tensor, name)
         proto = onnx.TensorProto()
@@ -260,6 +318,9 @@ def _parse(tp: onnx.TypeProto) -> tuple[DType | None, Shape] | None:
     return dtype, tuple(dims)
 
 
+_UNPARSED = object()
+
+
 def _collect(g: Graph, gp: onnx.GraphProto, names: dict[Value, str], out: dict[Value, tuple[DType | None, Shape]]) -> None:
     local: dict[str, Value] = {}
     for node in g:
@@ -267,12 +328,17 @@ def _collect(g: Graph, gp: onnx.GraphProto, names: dict[Value, str], out: dict[V
             name = names.get(value)
             if name:
                 local[name] = value
-    for vi in list(gp.value_info) + list(gp.output):
+    parsed_by_bytes: dict[bytes, tuple[DType | None, Shape] | None] = {}  # many values share one type
+    for vi in (*gp.value_info, *gp.output):
         value = local.get(vi.name)
         if value is not None and vi.HasField("type"):
-            parsed = _parse(vi.type)
+            tp = vi.type
+            data = tp.SerializeToString()
+            parsed = parsed_by_bytes.get(data, _UNPARSED)
+            if parsed is _UNPARSED:
+                parsed = parsed_by_bytes[data] = _parse(tp)
             if parsed is not None:
-                out[value] = parsed
+                out[value] = parsed  # type: ignore[assignment]
     for node, np_ in zip(g, gp.node):
         _each_subgraph(node, np_, lambda sub, sp: _collect(sub, sp, names, out))
 
@@ -309,24 +375,28 @@ def _cut(model: Model, gp: onnx.GraphProto, names: dict[Value, str], cut: Iterab
 #: Sizes at or above this in a constant or a declared dim make data propagation worth isolating.
 LARGE_SIZE = 1 << 16
 _SIZE_OPS = {"ConstantOfShape": (0,), "Expand": (1,), "Tile": (1,), "Range": (0, 1, 2)}
-_SENTINELS = (2**31 - 1, -(2**31), 2**63 - 1, -(2**63))
+_SENTINELS = (2**31 - 1, -(2**31), -(2**31 - 1), 2**63 - 1, -(2**63), -(2**63 - 1))
 
 
-def _could_explode(model: Model, cut: set[tuple[Node, int]]) -> bool:
+def _could_explode(model: Model, cut: set[tuple[Node, int]], memo: dict[Tensor, bool] | None = None) -> bool:
     """Whether ONNX's data propagation could make a long 1-D value of *concrete* length, the only
     thing that makes it allocate without bound: a node that makes a tensor from a size it is given
     (``ConstantOfShape``, ``Expand``, ``Tile``, ``Range``) reading a computed size, in a model that
     holds a large number to compute it from (an integer constant element, or a declared dim, of at
-    least :data:`LARGE_SIZE`; the int32/int64 extremes ``Slice`` uses for "to the end" excepted);
-    or a declared 1-D integer value that long already.
-    Ordinary exports (sizes from ``Shape`` of symbolic or modest dims) run in-process.  O(N)."""
+    least :data:`LARGE_SIZE`; the int32/int64 extremes ``Slice`` uses for "to the end", and
+    ``-(2**63 - 1)``, PyTorch's "to the start" of a reversed slice, excepted); or a declared 1-D
+    integer value that long already.
+    Ordinary exports (sizes from ``Shape`` of symbolic or modest dims) run in-process.  O(N).
+    ``memo`` (tensor -> whether it holds a large number; tensors never change) saves reading the
+    same constants again on the next run."""
+    memo = {} if memo is None else memo
     computed = False
     large = False
     for graph in all_graphs(model):
         for value in list(graph.inputs) + list(graph.initializers):
             if _long_int_vector(value):
                 return True
-            large = large or _large_value(value)
+            large = large or _large_value(value, memo)
         for node in graph:
             for i in _SIZE_OPS.get(node.op, ()):
                 if i < len(node.inputs) and (node, i) not in cut:
@@ -338,7 +408,7 @@ def _could_explode(model: Model, cut: set[tuple[Node, int]]) -> bool:
                     return True
                 large = large or _large_dims(value)
             if node.op == "Constant":
-                large = large or _large_value(node.output)
+                large = large or _large_value(node.output, memo)
             if computed and large:
                 return True
     return computed and large
@@ -356,7 +426,7 @@ def _large_dims(value: Value) -> bool:
     return value.shape is not None and any(isinstance(d, int) and d >= LARGE_SIZE for d in value.shape)
 
 
-def _large_value(value: Value) -> bool:
+def _large_value(value: Value, memo: dict[Tensor, bool]) -> bool:
     if _large_dims(value):
         return True
     tensor = value.const if value.const is not None else None
@@ -365,8 +435,11 @@ def _large_value(value: Value) -> bool:
         tensor = attr if isinstance(attr, Tensor) else None
     if tensor is None or tensor.dtype not in (DType.INT32, DType.INT64) or tensor.size > INLINE_INT_BYTES // 4:
         return False
-    values = tensor.numpy().reshape(-1).tolist()
-    return any(abs(v) >= LARGE_SIZE and v not in _SENTINELS for v in values)
+    found = memo.get(tensor)  # small tensors only: the memo must not keep a replaced weight alive
+    if found is None:
+        values = tensor.numpy().reshape(-1).tolist()
+        found = memo[tensor] = any(abs(v) >= LARGE_SIZE and v not in _SENTINELS for v in values)
+    return found
 
 
 def infer_types(model: Model, *, data_prop: bool = True, cut: Iterable[tuple[Node, int]] = (),
@@ -378,13 +451,17 @@ def infer_types(model: Model, *, data_prop: bool = True, cut: Iterable[tuple[Nod
     :class:`InferenceOverBudget` when ONNX needed more, :class:`InferenceFailed`
     when it refuses the model as a whole.
     """
-    builder = _HeaderBuilder(model)
+    cache = model.meta.get(_CACHE_KEY)
+    if not isinstance(cache, _NodeCache):
+        cache = model.meta[_CACHE_KEY] = _NodeCache()
+    builder = _HeaderBuilder(model, cache)
     proto = builder.proto()
+    cache.entries = builder.fresh
     names = builder.names.values
     _prepare(model.graph, proto.graph, names)
     _cut(model, proto.graph, names, cut)
     try:
-        if data_prop and memory_limit is not None and _CAN_FORK and _could_explode(model, set(cut)):
+        if data_prop and memory_limit is not None and _CAN_FORK and _could_explode(model, set(cut), cache.large):
             inferred = _infer_in_child(proto, memory_limit)
         else:  # without data propagation the work is bounded by the model's size
             inferred = _infer(proto, data_prop)
