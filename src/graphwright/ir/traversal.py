@@ -143,11 +143,17 @@ def all_graphs(model: Model) -> list[Graph]:
     """
     found: list[Graph] = []
     pending = list(model.graphs)
+    graph_kind, graphs_kind = AttrKind.GRAPH, AttrKind.GRAPHS
     while pending:
         graph = pending.pop(0)
         found.append(graph)
-        for node in graph:
-            pending.extend(subgraphs(node))
+        for node in graph:  # subgraphs(node), inlined: simplify calls this hundreds of times per model
+            if node.attrs:
+                for attr in node.attrs.values():
+                    if attr.kind is graph_kind:
+                        pending.append(attr.value)
+                    elif attr.kind is graphs_kind:
+                        pending.extend(attr.value)
     return found
 
 
