@@ -79,6 +79,22 @@ def _load(model_or_path: Model | str | os.PathLike[str]) -> tuple[Model, int | N
     return model, size
 
 
+#: Passes that can change nothing in a model holding none of these ops (every graph, any domain):
+#: each pass's rules are rooted at, or need, one of them.  Such a pass is not run (it counts as
+#: run and clean), which saves its sweep and its step's bookkeeping.
+_NEEDS: dict[str, frozenset[str]] = {
+    "inline_constant_if": frozenset({"If"}),
+    "eliminate_identity": frozenset({"Identity", "Dropout"}),
+    "fuse_consecutive_transposes": frozenset({"Transpose"}),
+    "fuse_consecutive_slices": frozenset({"Slice"}),
+    "fuse_slices_into_split": frozenset({"Slice"}),
+    "fuse_bn_into_conv": frozenset({"BatchNormalization"}),
+    "fuse_mul_add_into_conv": frozenset({"Conv", "ConvTranspose", "MatMul"}),
+    "fuse_pad_into_conv": frozenset({"Pad"}),
+    "fuse_matmul_add_into_gemm": frozenset({"MatMul"}),
+}
+
+
 class _FixedPoint:
     """simplify's policy over the one step runner: passes that changed nothing are not re-run.
 
@@ -94,6 +110,13 @@ class _FixedPoint:
         self.report = report
         self.epoch = 0
         self.clean_at: dict[str, int] = {}
+        self._ops: tuple[int, frozenset[str]] = (-1, frozenset())  # (epoch, ops in the model then)
+
+    def ops(self) -> frozenset[str]:
+        """The ops of every node of every graph, as of this epoch (recounted after a change)."""
+        if self._ops[0] != self.epoch:
+            self._ops = (self.epoch, frozenset(node.op for g in all_graphs(self.steps.model) for node in g))
+        return self._ops[1]
 
     @property
     def ctx(self) -> TransformContext:
@@ -105,6 +128,10 @@ class _FixedPoint:
 
     def run(self, iteration: int, name: str, **kwargs: object) -> bool:
         if self.clean_at.get(name) == self.epoch:
+            return False
+        needs = _NEEDS.get(name)
+        if needs is not None and needs.isdisjoint(self.ops()):
+            self.clean_at[name] = self.epoch
             return False
         self.ctx.params = Params(name)  # warnings name the pass that raised them
         step = self.steps.run(name, dict(kwargs))
