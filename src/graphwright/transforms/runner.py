@@ -309,16 +309,25 @@ class Provenance:
         self._before = set(nodes)
         # inputs as they were (immutable tuples: O(1) each): a removed node loses its edges, a
         # rewritten one gets other inputs
-        self._inputs = {node: node.inputs for node in nodes}
+        # (the nodes' slots are read directly: simplify takes ~200 steps, each snapshots every node)
+        self._inputs = {node: node._inputs for node in nodes}
         # which tensor each constant held (by id: a reference would keep a replaced weight alive
         # until the step ends, a second copy at the peak): a rule may rewrite a weight in place
-        self._consts = {v: id(v.const) for g in graphs for v in g.initializers}
-        self._consts.update((n.outputs[0], id(n.attrs.get("value"))) for n in nodes if n.op in _CONST_OPS and n.outputs)
+        consts = {v: id(v.const) for g in graphs for v in g.initializers}
         # first output names as they were: a folder may rename a value and give its name to a constant
-        self._out0 = {node: node.outputs[0].name for node in nodes if node.outputs}
+        out0: dict[Node, str] = {}
+        for node in nodes:
+            outputs = node._outputs
+            if outputs:
+                out0[node] = outputs[0].name
+                if node.op in _CONST_OPS:
+                    consts[outputs[0]] = id(node.attrs.get("value"))
+        self._consts = consts
+        self._out0 = out0
         self._bypassed = []
-        for node in self._before.difference(self.origins):  # added between steps (by hand...): their own origin
-            self.origins[node] = (node_key(node),)
+        origins = self.origins
+        for node in [n for n in nodes if n not in origins]:  # added between steps (by hand...): their own origin
+            origins[node] = (node_key(node),)
             self.original.setdefault(node_key(node), node.op)
         self._new = {}
         self._gone = {}
