@@ -209,7 +209,9 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
     assert fast is not None and fast.native is not None
     compiled, constants = fast.native
     fused = isinstance(fast, FastRequant)  # else the sums go to the float32 requantizer after
-    weights = np.ascontiguousarray(plan.weights.reshape(g.kh, g.kw, g.co).astype(np.int32))  # exact integers
+    taps = plan.weights.reshape(g.kh, g.kw, g.co)  # exact integers; int16 where they fit (8-bit weights do)
+    narrow = np.int16 if taps.size and float(np.abs(taps).max()) <= 32767 else np.int32
+    weights = np.ascontiguousarray(taps.astype(narrow))
     offset = (np.int64(zp_in) * weights.astype(np.int64).sum(axis=(0, 1))).astype(np.int64)
     shape = (g.n, g.oh, g.ow, g.co)
     acc = np.empty((g.ow, g.co), np.int32)
