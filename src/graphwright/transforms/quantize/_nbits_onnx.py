@@ -21,6 +21,11 @@ never read).  O(K·N).
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
+from types import ModuleType
+
 import ml_dtypes
 import numpy as np
 
@@ -52,8 +57,8 @@ MSE_SHRINK = (1.0, 0.95, 0.9, 0.85, 0.8)
 #: Block scale methods: ``rtn`` (onnxruntime's round-to-nearest of the block's range) and ``mse``.
 METHODS = ("rtn", "mse")
 
-#: Columns quantized per step: the working set of one step stays in cache.
-_CHUNK_COLUMNS = 256
+#: Elements quantized per step (rows of ``W.T``): the working set of one step stays in cache.
+_CHUNK_ELEMENTS = 1 << 16
 
 
 def _roundf(x: np.ndarray) -> np.ndarray:
@@ -79,31 +84,48 @@ def _block_params(lo: np.ndarray, hi: np.ndarray, symmetric: bool, unsigned: boo
     return scale, np.clip(_roundf(zp_fp), 0, 15)
 
 
+@functools.cache
+def _jit() -> ModuleType | None:
+    """The compiled search (:mod:`._nbits_jit`) when numba is installed and loads, else None (numpy)."""
+    if importlib.util.find_spec("numba") is None or os.environ.get("GRAPHWRIGHT_NO_JIT"):
+        return None
+    try:
+        from . import _nbits_jit  # lazy: numba is optional and slow to import
+    except Exception:  # a numba built for another numpy, a broken llvmlite: numpy does the same sums
+        return None
+    return _nbits_jit
+
+
 def _reciprocal(scale: np.ndarray) -> np.ndarray:
     return np.where(scale != 0, np.float32(1) / np.where(scale != 0, scale, np.float32(1)), 0).astype(np.float32)
 
 
 def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool,
-              method: str = "rtn") -> tuple[np.ndarray, ...]:
-    """(codes ``[kb·block, N]`` float32 — rows past K hold the last row's codes —, scales ``[kb, N]``,
-    zero points ``[kb, N]``), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before
-    rounding, for ``rtn``; ``mse`` computes the ``DequantizeLinear`` codes and adds 8 to symmetric ones,
-    so both forms dequantize to the same weights)."""
+              method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of ``w[K, N]``: (codes ``[N, kb, block]`` uint8 — the ``DequantizeLinear`` int4 values as their
+    two's-complement nibbles when signed; past K the last row's codes —, scales ``[N, kb]``, zero points
+    ``[N, kb]`` float32), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before rounding,
+    for ``rtn``; ``mse`` computes the ``DequantizeLinear`` codes and adds 8 to symmetric ones, so both
+    forms dequantize to the same weights).  Works on ``W.T`` (one column's blocks contiguous)."""
     w = np.asarray(w, np.float32)
     k, n = w.shape
     kb = -(-k // block_size)
     unsigned = nbits or not symmetric
     qmin, qmax = (0, 15) if unsigned else (-8, 7)
-    codes = np.empty((kb * block_size, n), np.float32)
-    scales = np.empty((kb, n), np.float32)
-    zps = np.empty((kb, n), np.float32)
-    for c0 in range(0, n, _CHUNK_COLUMNS):
-        part = w[:, c0:c0 + _CHUNK_COLUMNS]
-        if kb * block_size != k:  # repeat the last row: the blocks' min/max are unchanged
-            part = np.concatenate([part, np.repeat(part[-1:], kb * block_size - k, axis=0)])
-        blocks = part.reshape(kb, block_size, -1)
-        lo = np.minimum(blocks.min(axis=1), np.float32(0))
-        hi = np.maximum(blocks.max(axis=1), np.float32(0))
+    codes = np.empty((n, kb, block_size), np.uint8)
+    scales = np.empty((n, kb), np.float32)
+    zps = np.empty((n, kb), np.float32)
+    rows = max(1, _CHUNK_ELEMENTS // (kb * block_size))
+    part = np.empty((rows, kb * block_size), np.float32)
+    for r0 in range(0, n, rows):
+        r1 = min(n, r0 + rows)
+        chunk = part[: r1 - r0]
+        chunk[:, :k] = w[:, r0:r1].T
+        if kb * block_size != k:  # repeat the last row of W: the blocks' min/max are unchanged
+            chunk[:, k:] = chunk[:, k - 1:k]
+        blocks = chunk.reshape(r1 - r0, kb, block_size)
+        lo = np.minimum(blocks.min(axis=2), np.float32(0))
+        hi = np.maximum(blocks.max(axis=2), np.float32(0))
         if method == "mse":
             x, scale, zp = _mse_block(blocks, lo, hi, symmetric, pad=kb * block_size - k)
             if nbits and symmetric:
@@ -111,24 +133,24 @@ def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool,
                 zp = np.full(scale.shape, 8, np.float32)
         else:
             scale, zp = _block_params(lo, hi, symmetric, unsigned)
-            x = blocks * _reciprocal(scale)[:, None, :]
+            x = blocks * _reciprocal(scale)[..., None]
             if nbits:
-                x += zp[:, None, :]
+                x += zp[..., None]
                 x = _roundf(x)
             else:
                 x = _roundf(x)
-                x += zp[:, None, :]
+                x += zp[..., None]
             np.clip(x, qmin, qmax, out=x)
-        codes[:, c0:c0 + _CHUNK_COLUMNS] = x.reshape(kb * block_size, -1)
-        scales[:, c0:c0 + _CHUNK_COLUMNS] = scale
-        zps[:, c0:c0 + _CHUNK_COLUMNS] = zp
+        codes[r0:r1] = x.astype(np.uint8) if unsigned else x.astype(np.int8).view(np.uint8)
+        scales[r0:r1] = scale
+        zps[r0:r1] = zp
     return codes, scales, zps
 
 
 def _mse_block(blocks: np.ndarray, lo: np.ndarray, hi: np.ndarray, symmetric: bool,
                pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The ``mse`` method on ``blocks[kb, block, c]``: (codes in the ``DequantizeLinear`` form — int4
-    values when symmetric, uint4 with zero points otherwise —, float32 scales ``[kb, c]``, zero points).
+    """The ``mse`` method on ``blocks[c, kb, block]``: (codes in the ``DequantizeLinear`` form — int4
+    values when symmetric, uint4 with zero points otherwise —, float32 scales ``[c, kb]``, zero points).
 
     Per block, the range ``[lo, hi]`` (both including 0) is shrunk by each factor of ``MSE_SHRINK``;
     the factor whose round-to-nearest codes give the least squared weight error wins (1, onnxruntime's
@@ -136,60 +158,82 @@ def _mse_block(blocks: np.ndarray, lo: np.ndarray, hi: np.ndarray, symmetric: bo
     ``s = sum(w·(q - zp)) / sum((q - zp)²)``, which can only lower the error further.  So each block's
     squared error is at most round-to-nearest's.  Rows of padding (``pad``, the last block's repeated
     last row) are left out of the error.  O(len(MSE_SHRINK) · elements)."""
-    best_err = best_scale = best_zp = None
-    for shrink in MSE_SHRINK:
-        f = np.float32(shrink)
-        scale, zp = _block_params(lo * f, hi * f, symmetric, not symmetric)
-        x = blocks * _reciprocal(scale)[:, None, :]
-        q = np.rint(x)
-        q += zp[:, None, :]
-        np.clip(q, 0 if not symmetric else -8, 15 if not symmetric else 7, out=q)
-        q -= zp[:, None, :]
-        x -= q
-        if pad:
-            x[-1, blocks.shape[1] - pad:] = 0
-        err = np.einsum("kbc,kbc->kc", x, x) * (scale * scale)
-        if best_err is None:
-            best_err, best_scale, best_zp = err, scale, zp
-        else:
-            take = err < best_err
-            best_err = np.where(take, err, best_err)
-            best_scale = np.where(take, scale, best_scale)
-            best_zp = np.where(take, zp, best_zp)
-    x = _roundf(blocks * _reciprocal(best_scale)[:, None, :])
-    x += best_zp[:, None, :]
-    np.clip(x, 0 if not symmetric else -8, 15 if not symmetric else 7, out=x)
-    levels = x - best_zp[:, None, :]
+    qmin, qmax = (-8, 7) if symmetric else (0, 15)
+    x = np.empty_like(blocks)
+    q = np.empty_like(blocks)
+    candidates = [_block_params(lo * np.float32(f), hi * np.float32(f), symmetric, not symmetric) for f in MSE_SHRINK]
+    jit = _jit()
+    if jit is not None:  # one compiled pass per candidate, one to finish
+        scales, zps = np.stack([c[0] for c in candidates]), np.stack([c[1] for c in candidates])
+        pick = jit.best_candidates(blocks, np.stack([_reciprocal(c[0]) for c in candidates]), scales, zps,
+                                   np.float32(qmin), np.float32(qmax), blocks.shape[2] - pad)[None]
+        best_scale = np.take_along_axis(scales, pick, 0)[0]
+        best_zp = np.take_along_axis(zps, pick, 0)[0]
+        lo_code, hi_code = (np.float32(-8), np.float32(7)) if symmetric else (np.float32(0), np.float32(15))
+        refit = jit.finish(blocks, _reciprocal(best_scale), best_zp, lo_code, hi_code, blocks.shape[2] - pad, x)
+        return x, np.where(np.isnan(refit), best_scale, refit).astype(np.float32), best_zp.astype(np.float32)
+    else:
+        best_err = best_scale = best_zp = None
+        for scale, zp in candidates:
+            np.multiply(blocks, _reciprocal(scale)[..., None], out=x)
+            np.rint(x, out=q)
+            if symmetric:
+                np.clip(q, qmin, qmax, out=q)
+            else:  # the level q - zp stays within [-zp, 15 - zp]
+                np.clip(q, -zp[..., None], np.float32(15) - zp[..., None], out=q)
+            x -= q
+            if pad:
+                x[:, -1, blocks.shape[2] - pad:] = 0
+            err = np.einsum("ckb,ckb->ck", x, x)
+            err *= scale * scale
+            if best_err is None:
+                best_err, best_scale, best_zp = err, scale, zp
+            else:
+                take = err < best_err
+                best_err = np.where(take, err, best_err)
+                best_scale = np.where(take, scale, best_scale)
+                best_zp = np.where(take, zp, best_zp)
+    np.multiply(blocks, _reciprocal(best_scale)[..., None], out=x)
+    levels = _roundf(x)
+    if symmetric:
+        np.clip(levels, qmin, qmax, out=levels)
+    else:
+        np.clip(levels, -best_zp[..., None], np.float32(15) - best_zp[..., None], out=levels)
+    q[...] = levels
     if pad:
-        levels[-1, blocks.shape[1] - pad:] = 0
-    den = np.einsum("kbc,kbc->kc", levels, levels)
-    num = np.einsum("kbc,kbc->kc", blocks, levels)
+        q[:, -1, blocks.shape[2] - pad:] = 0
+    den = np.einsum("ckb,ckb->ck", q, q)
+    num = np.einsum("ckb,ckb->ck", blocks, q)
     refit = np.where(den > 0, num / np.where(den > 0, den, np.float32(1)), best_scale).astype(np.float32)
-    return x, refit, best_zp.astype(np.float32)
+    levels += best_zp[..., None]
+    return levels, refit, best_zp.astype(np.float32)
 
 
 def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool,
               method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``DequantizeLinear(axis=0, block_size)`` form: (codes ``[K, N]`` int8 holding int4/uint4 values,
     float32 scales ``[kb, N]``, zero points ``[kb, N]`` or None when symmetric)."""
+    k, n = np.shape(w)
     codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False, method=method)
-    return codes[: w.shape[0]].astype(np.int8), scale, None if symmetric else zp.astype(np.int8)
+    codes = np.ascontiguousarray(codes.reshape(n, -1)[:, :k].view(np.int8).T)
+    return codes, np.ascontiguousarray(scale.T), None if symmetric else np.ascontiguousarray(zp.T.astype(np.int8))
 
 
 def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool,
                  method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``com.microsoft.MatMulNBits`` (bits=4) inputs: (packed ``[N, kb, block_size/2]`` uint8, float32 scales
     ``[N, kb]``, packed zero points ``[N, ceil(kb/2)]`` uint8 or None when symmetric).  Low nibble first."""
-    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=True, method=method)
-    codes[w.shape[0]:] = 0
-    nibbles = codes.astype(np.uint8).reshape(scale.shape[0], block_size, -1).transpose(2, 0, 1)  # [N, kb, block]
-    packed = np.ascontiguousarray(nibbles[..., 0::2] | (nibbles[..., 1::2] << 4))
+    k = np.shape(w)[0]
+    nibbles, scale, zp = _quantize(w, block_size, symmetric, nbits=True, method=method)  # [N, kb, block]
+    if k % block_size:
+        nibbles[:, -1, k % block_size:] = 0
+    packed = nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
     if symmetric:
-        return packed, np.ascontiguousarray(scale.T), None
-    zps = zp.T.astype(np.uint8)  # [N, kb]
+        return packed, scale, None
+    zps = zp.astype(np.uint8)  # [N, kb]
     if zps.shape[1] % 2:
         zps = np.pad(zps, ((0, 0), (0, 1)), constant_values=8)
-    return packed, np.ascontiguousarray(scale.T), (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8)
+    return packed, scale, (zps[:, 0::2] | (zps[:, 1::2] << 4)).astype(np.uint8)
 
 
 def int4_tensor(codes: np.ndarray, signed: bool) -> Tensor:
