@@ -2,7 +2,9 @@
 the same data (issue 14, "Anchors to beat").
 
 Usage:  python benchmarks/quantize_onnx.py [--models resnet50,bert_base,...] [--modes static,dynamic,int4]
-                                           [--calib 200] [--eval 100] [--runs 20] [--json out.json]
+                                           [--tools ort|graphwright|...] [--calib 200] [--eval 100]
+                                           [--runs 20] [--keep DIR] [--json out.json]
+        python benchmarks/quantize_onnx.py --render A.json B.json ...
 
 Models: tests/models ``quant_corpus`` (``onnx_<name>``: torchvision ResNet50, MobileNetV3-Large,
 EfficientNet-B0, ViT-B/16 at 224; BERT-base masked-LM and GPT-2 small LM from their configs; random
@@ -26,9 +28,18 @@ Columns: top-1 agreement with the float model (raw, and on logits centred by the
 mean over the eval split — random-weight models put most inputs in a few classes, the centred view
 shows whether the input-dependent part survives), SQNR dB of the output over the whole eval split
 (raw, and centred: the error against the input-dependent part of the output only),
-max abs error, quantization time (wall, this process), file size, onnxruntime latency (median of
-``--runs`` batch-1 runs, default session options, after a warm-up) and its ratio to the float
-model.  A tool that fails is a row with its error, not a crash.
+max abs error, quantization time (CPU seconds of this process, all its threads: the machine is
+shared, so wall time would measure the other jobs; the wall time is in the row's notes), file size,
+and onnxruntime latency: the calling thread's CPU time (``time.thread_time``) of one batch-1
+``run`` on a session with one intra-op thread (no spinning), so it runs on the calling thread; median
+of ``--runs`` rounds after a warm-up, every model of the row group measured once per round
+(interleaved, so load changes hit all of them alike).  A tool that fails is a row with its error,
+not a crash.
+
+Quantized files are kept in ``--keep`` (default ``benchmarks/_runs/models``, not committed) so a
+later run of other ``--tools`` measures their latency again in its own rounds: it writes them as
+latency-only rows, which ``--render`` merges into the earlier rows (every other column of those
+stays as first measured).
 """
 
 from __future__ import annotations
@@ -96,14 +107,29 @@ def accuracy(reference: np.ndarray, got: np.ndarray) -> dict[str, float]:
     }
 
 
-def median_ms(run: Callable[[], Any], runs: int) -> float:
-    run()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
+def interleaved_ms(runners: dict[str, Callable[[], Any]], runs: int) -> dict[str, float]:
+    """Median calling-thread CPU milliseconds of each runner: one warm-up each, then ``runs``
+    rounds that call every runner once (interleaved: load changes hit all of them alike)."""
+    for run in runners.values():
         run()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(runs):
+        for key, run in runners.items():
+            start = time.thread_time()
+            run()
+            times[key].append(time.thread_time() - start)
+    return {k: 1000 * statistics.median(v) for k, v in times.items()}
+
+
+class Clock:
+    """CPU seconds of this process (all threads) and wall seconds since creation."""
+
+    def __init__(self) -> None:
+        self.cpu, self.wall = time.process_time(), time.perf_counter()
+
+    def stop(self, row: Row) -> None:
+        row.quant_s = time.process_time() - self.cpu
+        row.notes["wall_s"] = round(time.perf_counter() - self.wall, 2)
 
 
 def file_size(path: Path) -> int:
@@ -179,19 +205,48 @@ def print_table(rows: list[Row], anchors: Callable[[Row], bool]) -> None:
 
 def load_rows(paths: list[Path]) -> list[Row]:
     """Rows written by ``--json`` (to print them again: ``--render A.json B.json``); a row of a later
-    file replaces the same (model, mode, tool) row of an earlier one (a re-run of some ``--tools``)."""
+    file replaces the same (model, mode, tool) row of an earlier one (a re-run of some ``--tools``),
+    but a latency-only row (a later run re-measuring an earlier run's kept file) replaces only the
+    latency."""
     rows: dict[tuple[str, str, str], Row] = {}
     for path in paths:
         for r in json.loads(path.read_text()):
-            rows[(r["model"], r["mode"], r["tool"])] = Row(**r)
+            key = (r["model"], r["mode"], r["tool"])
+            if r.get("notes", {}).get("latency_only"):
+                if key in rows:
+                    rows[key].latency_ms = r["latency_ms"]
+                    rows[key].notes["latency_run"] = str(path.name)
+                continue
+            rows[key] = Row(**r)
     return list(rows.values())
 
 
+def latency_rows(name: str, measured: dict[Path, float], mine: dict[Path, Row]) -> list[Row]:
+    """Latency of this run's rows (``mine``), and latency-only rows for kept files of other runs."""
+    extra = []
+    for path, ms in measured.items():
+        if path in mine:
+            mine[path].latency_ms = ms
+            continue
+        mode, tool = path.name[len(name) + 1:].split(".")[:2]
+        extra.append(Row(name, mode, tool, latency_ms=ms, notes={"latency_only": True}))
+    return extra
+
+
+def kept_files(keep: Path, name: str, suffix: str) -> list[Path]:
+    """Quantized files of model ``name`` in ``keep`` (``<name>.<mode>.<tool><suffix>``)."""
+    return sorted(p for p in keep.glob(f"{name}.*{suffix}") if len(p.name[len(name) + 1:].split(".")) == 3)
+
+
 # -- onnxruntime -----------------------------------------------------------------------------------------
-def session(path: Path) -> Any:
+def session(path: Path, threads: int = 0) -> Any:
     import onnxruntime as ort  # lazy: keeps --help fast
 
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = options.inter_op_num_threads = threads
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def outputs(path: Path, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
@@ -199,9 +254,19 @@ def outputs(path: Path, feeds: list[dict[str, np.ndarray]]) -> np.ndarray:
     return np.concatenate([sess.run(None, f)[0] for f in feeds])
 
 
-def latency(path: Path, feed: dict[str, np.ndarray], runs: int) -> float:
-    sess = session(path)
-    return median_ms(lambda: sess.run(None, feed), runs)
+def latencies(paths: list[Path], feed: dict[str, np.ndarray], runs: int) -> dict[Path, float]:
+    """Interleaved calling-thread CPU ms of each model (one-thread sessions); a model that does not
+    load or run is left out."""
+    runners = {}
+    for path in paths:
+        try:
+            sess = session(path, threads=1)
+            sess.run(None, feed)
+        except Exception as exc:  # its accuracy row already says why
+            print(f"  latency: {path.name} skipped: {type(exc).__name__}: {exc}"[:300], flush=True)
+            continue
+        runners[path] = lambda sess=sess: sess.run(None, feed)
+    return interleaved_ms(runners, runs)
 
 
 class _Reader:
@@ -290,38 +355,47 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     evals = samples(info.metadata, "eval", args.eval)
     one = evals[0]
     reference = outputs(src, evals)
-    rows = [Row(name, "float", "float", size=file_size(src), top1=1.0, top1_centred=1.0,
-                latency_ms=latency(src, one, args.runs))]
-    pre = tmp / f"{name}.pre.onnx"
-    row = Row(name, "prep", "ort-preprocess")
-    start = time.perf_counter()
-    attempt(row, lambda: preprocess(src, pre))
-    row.quant_s = time.perf_counter() - start
-    rows.append(row)
-    anchor_src = pre if row.status == "ok" else src
-    for mode in modes:
-        for tool, fn in tools_for(mode):
-            if not any(t in tool for t in args.tools.split(",")):
-                continue
-            row = Row(name, mode, tool)
-            dst = tmp / f"{name}.{mode}.{tool}.onnx"
-            data = calib if mode != "static" or tool.endswith("minmax") else calib[:args.calib_hist // CALIB_BATCH]
-            row.notes["calibration_samples"] = sum(len(next(iter(f.values()))) for f in data)
-            start = time.perf_counter()
-            done = attempt(row, lambda fn=fn, tool=tool, dst=dst, data=data: fn(
-                anchor_src if tool.startswith("ort") else src, dst, data) or True)
-            row.quant_s = time.perf_counter() - start
-            if done:
-                row.size = file_size(dst)
-                got = attempt(row, lambda dst=dst: outputs(dst, evals))
-                if got is not None:
-                    for k, v in accuracy(reference, got).items():
-                        setattr(row, k, v)
-                    row.latency_ms = attempt(row, lambda dst=dst: latency(dst, one, args.runs))
-            print(f"  {name} {mode} {tool}: {row.status} sqnr={row.sqnr_db} t={row.quant_s:.1f}s", flush=True)
-            rows.append(row)
-            for p in tmp.glob(f"{name}.{mode}.{tool}.onnx*"):
+    rows = [Row(name, "float", "float", size=file_size(src), top1=1.0, top1_centred=1.0)]
+    mine: dict[Path, Row] = {src: rows[0]}
+    selected = [(mode, tool, fn) for mode in modes for tool, fn in tools_for(mode)
+                if any(t in tool for t in args.tools.split(","))]
+    anchor_src = src
+    if any(tool.startswith("ort") for _, tool, _ in selected):
+        pre = tmp / f"{name}.pre.onnx"
+        row = Row(name, "prep", "ort-preprocess")
+        clock = Clock()
+        attempt(row, lambda: preprocess(src, pre))
+        clock.stop(row)
+        rows.append(row)
+        anchor_src = pre if row.status == "ok" else src
+    keep = args.keep
+    keep.mkdir(parents=True, exist_ok=True)
+    for mode, tool, fn in selected:
+        row = Row(name, mode, tool)
+        dst = keep / f"{name}.{mode}.{tool}.onnx"
+        for p in keep.glob(f"{dst.name}*"):
+            p.unlink()
+        data = calib if mode != "static" or tool.endswith("minmax") else calib[:args.calib_hist // CALIB_BATCH]
+        row.notes["calibration_samples"] = sum(len(next(iter(f.values()))) for f in data)
+        clock = Clock()
+        done = attempt(row, lambda fn=fn, tool=tool, dst=dst, data=data: fn(
+            anchor_src if tool.startswith("ort") else src, dst, data) or True)
+        clock.stop(row)
+        if done:
+            row.size = file_size(dst)
+            got = attempt(row, lambda dst=dst: outputs(dst, evals))
+            if got is not None:
+                for k, v in accuracy(reference, got).items():
+                    setattr(row, k, v)
+                mine[dst] = row
+        if row.status != "ok":
+            for p in keep.glob(f"{dst.name}*"):
                 p.unlink()
+        print(f"  {name} {mode} {tool}: {row.status} sqnr={row.sqnr_db} cpu={row.quant_s:.1f}s", flush=True)
+        rows.append(row)
+    if args.runs:
+        paths = [src, *(p for p in kept_files(keep, name, ".onnx") if p.name.split(".")[1] in modes)]
+        rows += latency_rows(name, latencies(paths, one, args.runs), mine)
     return rows
 
 
@@ -334,7 +408,9 @@ def main() -> int:
     parser.add_argument("--calib-hist", type=int, default=32,
                         help="calibration samples of the histogram methods (entropy, percentile, mse), both tools")
     parser.add_argument("--eval", type=int, default=100)
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=20, help="latency rounds (0: no latency)")
+    parser.add_argument("--keep", type=Path, default=Path(__file__).resolve().parent / "_runs" / "models",
+                        help="directory of the quantized files (kept for later runs' latency rounds)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--render", type=Path, nargs="+", help="print the tables of --json files and exit")
     args = parser.parse_args()
@@ -343,6 +419,7 @@ def main() -> int:
         return 0
     rows: list[Row] = []
     json_path = args.json.resolve() if args.json else None
+    args.keep = args.keep.resolve()
     with tempfile.TemporaryDirectory(prefix="gw-quant-onnx-") as tmp:
         os.chdir(tmp)  # onnxruntime's pre-processing writes its external-data and temporary files to the cwd
         for name in args.models.split(","):
@@ -352,7 +429,7 @@ def main() -> int:
             if json_path:
                 json_path.write_text(json.dumps([asdict(r) for r in rows], indent=1, default=str))
     print(f"\nonnxruntime {__import__('onnxruntime').__version__}, {os.cpu_count()} cpus, calib {args.calib}, "
-          f"eval {args.eval}, runs {args.runs}\n")
+          f"eval {args.eval}, runs {args.runs}, load average {os.getloadavg()}\n")
     print_table(rows, lambda r: r.tool.startswith("ort-"))
     return 0
 

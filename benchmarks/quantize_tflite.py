@@ -3,7 +3,9 @@ run on the same data (issue 14, "Anchors to beat").
 
 Usage:  python benchmarks/quantize_tflite.py [--models mobilenet_v2,resnet50,efficientnet_b0]
                                              [--modes int8,16x8,dynamic,weights] [--calib 200] [--eval 100]
-                                             [--eval-16x8 30] [--runs 20] [--json out.json]
+                                             [--eval-16x8 30] [--tools converter,aeq|graphwright]
+                                             [--runs 20] [--keep DIR] [--json out.json]
+        python benchmarks/quantize_tflite.py --render A.json B.json ...
 
 Models: tests/models ``quant_corpus`` (``tflite_<model>_float``: Keras applications MobileNetV2,
 ResNet50, EfficientNet-B0 at 224, random weights with randomized BN statistics and biases, logits
@@ -11,7 +13,8 @@ out, converted by the TFLiteConverter).  ``tflite_<model>_int8`` / ``_int16x8`` 
 own PTQ of the same Keras model whose representative dataset is ``samples(meta, "calib")`` — the
 very samples ai-edge-quantizer and graphwright calibrate on here, from the float ``.tflite``.
 The converter's time is the whole Keras -> TFLite conversion with calibration, measured when the
-model was built (``metadata["quantize_s"]``; the float conversion's time is the float row's).
+model was built (``metadata["quantize_cpu_s"]``, CPU seconds of the build process; the float
+conversion's time is the float row's).
 
 Tools per mode (float input and output everywhere):
 * ``int8``: converter (``TFLITE_BUILTINS_INT8``), ai-edge-quantizer ``static_wi8_ai8``, graphwright
@@ -22,9 +25,12 @@ Tools per mode (float input and output everywhere):
 * ``weights``: ai-edge-quantizer ``weight_only_wi8_afp32`` vs graphwright weights.
 
 Columns as in ``quantize_onnx.py``; accuracy on LiteRT's default kernels against the float
-``.tflite`` on the eval split (``--eval-16x8`` samples for 16x8: LiteRT's int16 kernels are slow),
-latency the median of ``--runs`` invokes of LiteRT (default kernels, default threads) after a
-warm-up.  A tool that fails is a row with its error.
+``.tflite`` on the eval split (``--eval-16x8`` samples for 16x8: LiteRT's int16 kernels are slow);
+quantization time in CPU seconds of this process; latency the calling thread's CPU time of one
+``invoke`` of a one-thread LiteRT interpreter (default kernels: XNNPACK where it applies), median
+of ``--runs`` interleaved rounds over every file of the model (``quantize_onnx.py``: files kept in
+``--keep``, the converter's copied there, re-measured by later runs as latency-only rows).  A tool
+that fails is a row with its error.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -44,7 +49,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from quantize_onnx import Row, accuracy, attempt, load_rows, median_ms, print_table
+from quantize_onnx import (
+    Clock,
+    Row,
+    accuracy,
+    attempt,
+    interleaved_ms,
+    kept_files,
+    latency_rows,
+    load_rows,
+    print_table,
+)
 
 from tests.models.build_quant_corpus import quant_model, samples
 
@@ -57,10 +72,10 @@ _CONVERTER = {"int8": "int8", "16x8": "int16x8"}
 Feeds = list[dict[str, np.ndarray]]
 
 
-def interpreter(path: Path) -> Any:
+def interpreter(path: Path, threads: int | None = None) -> Any:
     from ai_edge_litert.interpreter import Interpreter  # lazy: keeps --help fast
 
-    interp = Interpreter(model_path=str(path))
+    interp = Interpreter(model_path=str(path), num_threads=threads)
     interp.allocate_tensors()
     return interp
 
@@ -87,9 +102,18 @@ def outputs(path: Path, feeds: Feeds) -> np.ndarray:
     return np.concatenate([invoke(interp, f) for f in feeds])
 
 
-def latency(path: Path, feed: dict[str, np.ndarray], runs: int) -> float:
-    interp = interpreter(path)
-    return median_ms(lambda: invoke(interp, feed), runs)
+def latencies(paths: list[Path], feed: dict[str, np.ndarray], runs: int) -> dict[Path, float]:
+    """Interleaved calling-thread CPU ms of each model (one-thread interpreters)."""
+    runners = {}
+    for path in paths:
+        try:
+            interp = interpreter(path, threads=1)
+            invoke(interp, feed)
+        except Exception as exc:  # its accuracy row already says why
+            print(f"  latency: {path.name} skipped: {type(exc).__name__}: {exc}"[:300], flush=True)
+            continue
+        runners[path] = lambda interp=interp: invoke(interp, feed)
+    return interleaved_ms(runners, runs)
 
 
 def aeq_tool(mode: str) -> Callable[[Path, Path, Feeds], None]:
@@ -144,24 +168,31 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     evals = samples(info.metadata, "eval", args.eval)
     reference = outputs(src, evals)
     one = evals[0]
-    rows = [Row(name, "float", "converter-float", size=src.stat().st_size, quant_s=info.metadata["quantize_s"],
-                top1=1.0, top1_centred=1.0,
-                latency_ms=latency(src, one, args.runs))]
+    meta = info.metadata
+    rows = [Row(name, "float", "converter-float", size=src.stat().st_size,
+                quant_s=meta.get("quantize_cpu_s", meta["quantize_s"]), top1=1.0, top1_centred=1.0,
+                notes={"wall_s": meta["quantize_s"], "eval_top1_distinct": meta.get("eval_top1_distinct")})]
+    mine: dict[Path, Row] = {src: rows[0]}
+    keep = args.keep
+    keep.mkdir(parents=True, exist_ok=True)
     for mode in modes:
         count = args.eval_16x8 if mode == "16x8" else args.eval
         for tool, fn in tools_for(mode):
             if not any(t in tool for t in args.tools.split(",")):
                 continue
             row = Row(name, mode, tool)
-            dst = tmp / f"{name}.{mode}.{tool}.tflite"
+            dst = keep / f"{name}.{mode}.{tool}.tflite"
+            dst.unlink(missing_ok=True)
             if fn is None:
                 built = attempt(row, lambda mode=mode: quant_model(f"tflite_{name}_{_CONVERTER[mode]}"))
                 if built is not None:
-                    dst, row.quant_s = built.path, built.metadata["quantize_s"]
+                    dst.write_bytes(built.path.read_bytes())
+                    row.quant_s = built.metadata.get("quantize_cpu_s", built.metadata["quantize_s"])
+                    row.notes["wall_s"] = built.metadata["quantize_s"]
             else:
-                start = time.perf_counter()
+                clock = Clock()
                 attempt(row, lambda fn=fn, dst=dst: fn(src, dst, calib))
-                row.quant_s = time.perf_counter() - start
+                clock.stop(row)
             if row.status == "ok":
                 row.size = dst.stat().st_size
                 got = attempt(row, lambda dst=dst, count=count: outputs(dst, evals[:count]))
@@ -169,9 +200,14 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
                     for k, v in accuracy(reference[:count], got).items():
                         setattr(row, k, v)
                     row.notes["eval"] = count
-                    row.latency_ms = attempt(row, lambda dst=dst: latency(dst, one, args.runs))
-            print(f"  {name} {mode} {tool}: {row.status} sqnr={row.sqnr_db} t={row.quant_s}", flush=True)
+                    mine[dst] = row
+            if row.status != "ok":
+                dst.unlink(missing_ok=True)
+            print(f"  {name} {mode} {tool}: {row.status} sqnr={row.sqnr_db} cpu={row.quant_s}", flush=True)
             rows.append(row)
+    if args.runs:
+        paths = [src, *(p for p in kept_files(keep, name, ".tflite") if p.name.split(".")[1] in modes)]
+        rows += latency_rows(name, latencies(paths, one, args.runs), mine)
     return rows
 
 
@@ -183,7 +219,9 @@ def main() -> int:
     parser.add_argument("--calib", type=int, default=200)
     parser.add_argument("--eval", type=int, default=100)
     parser.add_argument("--eval-16x8", type=int, default=30)
-    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=20, help="latency rounds (0: no latency)")
+    parser.add_argument("--keep", type=Path, default=Path(__file__).resolve().parent / "_runs" / "models",
+                        help="directory of the quantized files (kept for later runs' latency rounds)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--render", type=Path, nargs="+", help="print the tables of --json files and exit")
     args = parser.parse_args()
@@ -191,6 +229,7 @@ def main() -> int:
         print_table(load_rows(args.render), lambda r: not r.tool.startswith("graphwright"))
         return 0
     rows: list[Row] = []
+    args.keep = args.keep.resolve()
     with tempfile.TemporaryDirectory(prefix="gw-quant-tflite-") as tmp:
         for name in args.models.split(","):
             row = Row(name, "-", "build")
@@ -202,7 +241,7 @@ def main() -> int:
 
     print(f"\ntensorflow {version('tensorflow')}, ai-edge-litert {version('ai-edge-litert')}, ai-edge-quantizer "
           f"{version('ai-edge-quantizer')}; calib {args.calib}, eval {args.eval} (16x8: {args.eval_16x8}), "
-          f"runs {args.runs}\n")
+          f"runs {args.runs}, load average {__import__('os').getloadavg()}\n")
     print_table(rows, lambda r: not r.tool.startswith("graphwright"))
     return 0
 
