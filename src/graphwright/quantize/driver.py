@@ -7,7 +7,9 @@ Steps, for a model file (never modified) or an IR model (copied, never modified)
    report — seeded synthetic inputs.  Every fifth sample is held out for the report (up to
    ``eval_samples``); the rest (up to ``calibration_samples``) calibrate, streamed.
 2. ranges (static modes): ``ranges`` (a mapping or a ranges file), else calibration statistics
-   collected on the float model and turned into ranges by ``method``.
+   collected on the float model and turned into ranges by ``method`` (``minmax`` collects each
+   value's min and max only — on onnxruntime reduced inside the graph, 8 samples per run where the
+   batch axis is dynamic, as onnxruntime's MinMaxCalibrater does; the others streaming histograms).
 3. sensitivity (``keep_float``): the layers ranked by :mod:`.sensitivity` (leave one out) on a
    few calibration samples; the N whose float copy buys back the most join ``exclude_nodes``.
 4. the format's quantizing transform (``transforms/quantize``) on a copy.
