@@ -462,3 +462,31 @@ def mean_requant(x, p, out):  # type: ignore[no-untyped-def]
         oi = out[i]
         for k in range(inner):
             oi[k] = _requantized(np.int64(sums[k]), 0, q)
+
+
+@numba.njit(**_JIT)
+def bordered(x, fill, pt, pl, out):  # type: ignore[no-untyped-def]
+    """``out`` [N, HP, WP, C] = ``x`` [N, H, W, C] (contiguous) at rows ``pt``.., columns ``pl``.., inside a
+    border of ``fill`` — the depthwise loop's input, border and interior written once, in one call."""
+    batch, hp, wp, channels = out.shape
+    height, width = x.shape[1], x.shape[2]
+    src, dst = x.reshape(-1), out.reshape(-1)
+    span, row = width * channels, wp * channels
+    left, right = pl * channels, (wp - pl - width) * channels
+    for n in range(batch):
+        for r in range(hp):
+            o = (n * hp + r) * row
+            iy = r - pt
+            if iy < 0 or iy >= height:
+                for k in range(row):
+                    dst[_u(o + k)] = fill
+                continue
+            for k in range(left):
+                dst[_u(o + k)] = fill
+            a = (n * height + iy) * span
+            o += left
+            for k in range(span):
+                dst[_u(o + k)] = src[_u(a + k)]
+            o += span
+            for k in range(right):
+                dst[_u(o + k)] = fill
