@@ -605,19 +605,3 @@ def test_4bit_default_sqnr_at_least_matmul_nbits_quantizer(name: str, tmp_path) 
     ours, theirs = _sqnr(ref, outputs(tmp_path / "gw.onnx")), _sqnr(ref, outputs(tmp_path / "ort.onnx"))
     assert ours >= theirs + 0.2, (ours, theirs)
 
-
-@pytest.mark.parametrize("symmetric", [True, False])
-def test_4bit_mse_compiled_search_matches_numpy(symmetric: bool, monkeypatch) -> None:
-    """With numba the mse search and finish run compiled (reassociated sums); without it, numpy: the same
-    codes and zero points, scales equal to float rounding (K = 200, block 64: a short last block)."""
-    pytest.importorskip("numba")
-    from graphwright.transforms.quantize import _nbits_onnx
-
-    w = _awkward_weight()
-    compiled = _nbits_onnx.dq_blocks(w, 64, symmetric, "mse")
-    monkeypatch.setattr(_nbits_onnx, "_jit", lambda: None)
-    plain = _nbits_onnx.dq_blocks(w, 64, symmetric, "mse")
-    np.testing.assert_array_equal(compiled[0], plain[0])
-    np.testing.assert_allclose(compiled[1], plain[1], rtol=1e-5, atol=0)
-    if not symmetric:
-        np.testing.assert_array_equal(compiled[2], plain[2])

@@ -12,23 +12,30 @@ opset 13 DequantizeLinear has no axis, so one scale per tensor.  The value
 ``W`` keeps its name, so readers and graph outputs are unchanged.  Initializers
 that are graph inputs (overridable) are left alone.  O(N + weights).
 
-With ``options.weight_type`` ``int4`` / ``uint4`` only MatMul weights ``B[K, N]`` (2-D float32
-initializers of at least ``minimum_size`` elements; also a Gemm's B without transA/transB and with
-alpha 1 — GPT-2's Conv1D — its C kept, or MatMulNBits' bias for ``target="onnxruntime"``) are quantized, in blocks of
-``options.block_size`` rows along K, the reduction axis (arithmetic in :mod:`._nbits_onnx`,
-the same as onnxruntime's ``MatMulNBitsQuantizer``).  Symmetric (``int4`` with
-``symmetric_weights``): int4 codes, no zero points; otherwise uint4 codes with zero points.
+With ``options.weight_type`` ``int4`` / ``uint4`` only MatMul and Gemm weights (2-D float32
+initializers of at least ``minimum_size`` elements) are quantized, in blocks of ``options.block_size``
+along K, the reduction axis: a MatMul's B ``[K, N]``; a Gemm's B ``[K, N]``, or ``[N, K]`` with
+transB (torch's Linear; GPT-2's Conv1D has no transB); a MatMul's A ``[M, K]`` when only A is
+constant (``y = W @ x``).  Block scales by ``options.int4_method`` (arithmetic in :mod:`._nbits_onnx`):
+``mse`` (default) or ``rtn``, onnxruntime's ``MatMulNBitsQuantizer`` byte for byte.  Symmetric
+(``int4`` with ``symmetric_weights``): int4 codes, no zero points; otherwise uint4 codes with zero
+points.  Conv and other weights stay float under 4-bit (a note says so; use 8 bits for them).
 
 ``target="generic"``::  B_DQ_Q4[int4|uint4, K x N], B_DQ_scales[kb x N] (, B_DQ_zero_points[uint4])
                        -> DequantizeLinear(axis=0, block_size) -> MatMul(x, .)
+    (a ``[N, K]`` weight — Gemm with transB, MatMul's A — gets ``axis=1`` and codes/scales ``N x K`` /
+    ``N x kb``; the Gemm keeps transA/transB/alpha/beta/C as they are.)
     (opset 21: a model of opset 13..20 is raised to 21 — reductions' ``axes`` attributes become
     inputs — when no other operator it uses changed meaning in between, else a TransformError says
     what to do; IR version raised to 10 for int4.)
 ``target="onnxruntime"``::  MatMul(x, B) -> com.microsoft.MatMulNBits(x, B_Q4[uint8 N x kb x block/2],
                        B_scales[N x kb] (, B_zero_points[uint8 N x ceil(kb/2)]), K, N, bits=4, block_size)
-    (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8).
-Other large initializers stay float under 4-bit (each MatMul weight that cannot be quantized
-gets a note).
+    (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8).  A Gemm
+    becomes MatMulNBits too: transB reads B as stored (MatMulNBits' layout is ``B.T``'s blocks),
+    alpha multiplies that node's scales, a constant C becomes the bias ``beta·C`` of N elements (a
+    non-constant C: as is, with beta 1 and N elements only).  transA, a weight-first MatMul and other
+    biases stay float with a note saying target=generic quantizes them.
+Each MatMul/Gemm weight that cannot be quantized gets a note.
 """
 
 from __future__ import annotations
