@@ -72,6 +72,9 @@ def add_parser(sub: Any) -> None:
                    help="TFLite full-integer: type of the model's inputs and outputs (default float32)")
     p.add_argument("--bits", type=int, choices=(4, 8), default=8, help="ONNX weights: 8 or 4 (blockwise) bits")
     p.add_argument("--block-size", type=int, default=128, metavar="N", help="block size of 4-bit weights (default 128)")
+    p.add_argument("--int4-method", choices=("mse", "rtn"), default="mse",
+                   help="4-bit block scales: mse (least squared weight error, default) or rtn (onnxruntime's "
+                        "MatMulNBitsQuantizer round-to-nearest, the same bytes)")
     p.add_argument("--target", choices=("generic", "onnxruntime"), default="generic",
                    help="ONNX: standard ops only, or also onnxruntime's contrib ops (MatMulNBits)")
     p.add_argument("--minimum-size", type=int, default=1024, metavar="N", help="ONNX weights-only: smallest initializer quantized, in elements (default 1024)")
@@ -117,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             block_size=args.block_size, target=args.target, exclude_ops=args.exclude_ops,
             exclude_nodes=args.exclude_nodes, keep_float=args.keep_float, minimum_size=args.minimum_size,
             report=not args.no_report, on_progress=on_progress, collect=_sharded_collector(args),
-            engine=args.engine, batch_size=args.batch_size)
+            engine=args.engine, batch_size=args.batch_size, int4_method=args.int4_method)
     save(model, args.output)
     if args.save_ranges:
         if not report.ranges:

@@ -605,3 +605,35 @@ def test_4bit_default_sqnr_at_least_matmul_nbits_quantizer(name: str, tmp_path) 
     ours, theirs = _sqnr(ref, outputs(tmp_path / "gw.onnx")), _sqnr(ref, outputs(tmp_path / "ort.onnx"))
     assert ours >= theirs + 0.2, (ours, theirs)
 
+
+
+def test_4bit_cli_int4_method_and_pipeline_option(tmp_path) -> None:
+    """``graphwright quantize --mode weights --bits 4 --int4-method rtn`` writes MatMulNBitsQuantizer's bytes;
+    the default (mse) does not, and neither does ``quantize_weights(bits=4, int4_method=mse)`` in a pipeline,
+    while ``int4_method=rtn`` there does; a wrong method is one clear error."""
+    onnx = pytest.importorskip("onnx")
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from graphwright.cli.main import main
+    from graphwright.errors import TransformError
+
+    src = _mlp_4bit(tmp_path / "mlp.onnx")
+    anchor = MatMulNBitsQuantizer(onnx.load(str(src)), block_size=32, is_symmetric=True)
+    anchor.process()
+    onnx.save(anchor.model.model, tmp_path / "ort.onnx")
+    theirs = _raw_initializers(tmp_path / "ort.onnx")
+    common = ["--mode", "weights", "--bits", "4", "--block-size", "32", "--minimum-size", "0", "--target",
+              "onnxruntime", "--no-report", "--quiet"]
+    assert main(["quantize", str(src), str(tmp_path / "rtn.onnx"), *common, "--int4-method", "rtn"]) == 0
+    assert main(["quantize", str(src), str(tmp_path / "mse.onnx"), *common]) == 0
+    assert _raw_initializers(tmp_path / "rtn.onnx") == theirs
+    mse = _raw_initializers(tmp_path / "mse.onnx")
+    assert set(mse) == set(theirs) and mse["w1_scales"] != theirs["w1_scales"]
+    for method in ("rtn", "mse"):
+        model = gw.load(src)
+        gw.transform(model, f"quantize_weights(bits=4, block_size=32, minimum_size=0, target=onnxruntime, "
+                            f"int4_method={method})")
+        gw.save(model, tmp_path / f"p-{method}.onnx")
+        assert (_raw_initializers(tmp_path / f"p-{method}.onnx") == theirs) == (method == "rtn")
+    with pytest.raises(TransformError, match="int4_method must be rtn or mse"):
+        gw.transform(gw.load(src), "quantize_weights(bits=4, int4_method=gptq)")
