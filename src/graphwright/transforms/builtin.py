@@ -37,6 +37,7 @@ from .fuse import (  # noqa: F401
     fuse_consecutive_slices_onnx,
     fuse_consecutive_transposes_onnx,
     fuse_convolutions_tf,
+    fuse_embed_layer_norm_onnx,
     fuse_gelu_onnx,
     fuse_layer_norm_onnx,
     fuse_lstm_while_tf,
