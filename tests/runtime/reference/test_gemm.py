@@ -19,7 +19,7 @@ import pytest
 import graphwright as gw
 from graphwright.ir import DType, Model, QuantParams, Tensor
 from graphwright.runtime.reference import Interpreter, _gemm
-from graphwright.runtime.reference._gemm import IntegerGemm, exact_kinds, unsigned
+from graphwright.runtime.reference._gemm import IntegerGemm, VnniGemm, exact_kinds, unsigned
 from tests.models import get_model
 
 from ._oracle import assert_matches_reference
@@ -142,4 +142,5 @@ def test_convolutions_on_the_integer_gemm_match_litert_reference(name: str, tmp_
         interp = Interpreter(case.path, jit=True)
         interp.run({k: np.zeros(s, np.int8) for k, s in case.inputs.items()})
         convs = [n for n in interp.graph if n.op == "CONV_2D"]
-        assert convs and all(isinstance(interp._cache[n].get("gemm"), IntegerGemm) for n in convs)
+        assert convs and all(isinstance(interp._cache[n].get("gemm"), IntegerGemm)  # or the fused VNNI GEMM (1x1)
+                             or isinstance(interp._cache[n].get("vnni"), VnniGemm) for n in convs)

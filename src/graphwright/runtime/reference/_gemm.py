@@ -169,3 +169,98 @@ class IntegerGemm:
         """int32 sums [M, N] of the uint8 rows ``a`` [M, K]."""
         names, options = self._args
         return self._run(names, {"A": a}, options)[0]  # type: ignore[no-any-return, operator]
+
+
+# -- the fused int8 GEMM on AVX512-VNNI (compiled, see ``_jit_kernels.gemm_vnni``) ----------------------
+
+
+def _pack(matrix: np.ndarray) -> np.ndarray:
+    """int8 weights [K, N] (K a multiple of 4) as ``gemm_vnni`` reads them: [blocks, K/4, 64, 4], block
+    ``b`` holding columns ``64·b ..`` with four consecutive k of a column side by side; the last block
+    laid out as wide as it needs (16·vectors columns, zeros beyond N) from its start."""
+    k, n = matrix.shape
+    blocks = (n + 63) // 64
+    packed = np.zeros((blocks, k // 4, 64, 4), np.int8)
+    for b in range(blocks):
+        part = matrix[:, 64 * b:64 * b + 64]
+        width = 16 * ((part.shape[1] + 15) // 16)
+        block = np.zeros((k // 4, width, 4), np.int8)
+        block[:, :part.shape[1], :] = part.reshape(k // 4, 4, -1).transpose(0, 2, 1)
+        packed[b].reshape(-1)[:block.size] = block.reshape(-1)
+    return packed
+
+
+class VnniGemm:
+    """``requantize((x − zp_in) @ matrix)`` for int8 ``x`` rows [M, K] in one compiled pass with the
+    requantization fused (:func:`_jit_kernels.gemm_vnni`): no int32 sums written to memory and read back,
+    no unsigned copy of the input, no onnxruntime call.  Built only where :func:`vnni_exact` holds, K is
+    a multiple of 4, the weights are int8 and no raw sum can leave int32."""
+
+    __slots__ = ("kernel", "offset4", "p4", "packed", "units")
+
+    def __init__(self, kernel: object, packed: np.ndarray, offset: np.ndarray, constants: np.ndarray) -> None:
+        self.kernel, self.packed, self.units = kernel, packed, int(offset.size)
+        self.offset4 = np.ascontiguousarray(np.tile(offset, 4))
+        self.p4 = np.ascontiguousarray(np.tile(constants, (1, 4)))
+
+    @classmethod
+    def build(cls, matrix: np.ndarray, zp_in: int, constants: np.ndarray, checked: bool = True) -> VnniGemm | None:
+        """For exact integer weights ``matrix`` [K, N], int8 activations with zero point ``zp_in`` and the
+        requantization constants ``constants`` [7, N] (``FastRequant.native``'s), or None; ``checked``:
+        only where :func:`vnni_exact` holds (its own self-test builds unchecked)."""
+        if matrix.ndim != 2 or 0 in matrix.shape or matrix.shape[0] % 4 or (checked and not vnni_exact()):
+            return None
+        if matrix.min() < -128 or matrix.max() > 127 or not np.array_equal(matrix, np.rint(matrix)):
+            return None
+        weights = matrix.astype(np.int64)
+        if 255.0 * float(np.abs(weights).sum(axis=0).max()) >= _INT32_LIMIT or constants.shape != (7, matrix.shape[1]):
+            return None
+        from . import _jit_kernels  # lazy: numba
+
+        offset = (zp_in + 128) * weights.sum(axis=0)
+        return cls(_jit_kernels.gemm_vnni, _pack(weights.astype(np.int8)), offset.astype(np.int64),
+                   np.asarray(constants, np.int64))
+
+    def __call__(self, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """``out`` [M, N] (8-bit) from contiguous int8 rows ``x`` [M, K]."""
+        self.kernel(x, self.packed, self.units, self.offset4, self.p4, out)  # type: ignore[operator]
+        return out
+
+
+@functools.cache
+def vnni_exact() -> bool:
+    """The CPU has AVX512-VNNI (as LLVM sees the host) and the fused kernel gives the same integers as
+    int64 numpy on operands at the extremes and random ones, with every row and column remainder —
+    checked once per process; False on any failure (another CPU, a numba that cannot compile it)."""
+    try:
+        import llvmlite.binding as llvm  # numba's
+
+        features = llvm.get_host_cpu_features()
+        if not (features.get("avx512vnni") and features.get("avx512bw") and features.get("avx512f")):
+            return False
+        from . import _jit_kernels
+
+        rng = np.random.default_rng(5)
+        for rows, depth, units, zp in ((9, 8, 20, -128), (13, 36, 77, 127), (5, 4, 130, 3), (4, 64, 16, 0)):
+            for fill in (None, -128, 127):
+                x = rng.integers(-128, 128, (rows, depth)).astype(np.int8) if fill is None \
+                    else np.full((rows, depth), fill, np.int8)
+                w = rng.integers(-128, 128, (depth, units))
+                if fill is not None:
+                    w[:, : units // 2] = -128
+                    w[:, units // 2:] = 127
+                ones = np.ones(units, np.int64)
+                # constants of a requantization that leaves the sums (clamped to int8 after a shift by 8)
+                constants = np.stack([ones << 30, ones << 30, ones << 7, 8 * ones, ones, -128 * ones, 127 * ones])
+                made = VnniGemm.build(w.astype(np.float64), zp, constants, checked=False)
+                if made is None:
+                    return False
+                got = made(x, np.empty((rows, units), np.int8))
+                acc = (x.astype(np.int64) - zp) @ w.astype(np.int64)
+                h = (acc * (1 << 30) + (1 << 30)) >> 31
+                want = np.clip((h + (1 << 7) - (h < 0)) >> 8, -128, 127)
+                if not np.array_equal(got, want):
+                    return False
+    except Exception:  # no VNNI-capable compile here: the onnxruntime GEMM stays
+        return False
+    return True

@@ -29,6 +29,10 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.extending import intrinsic
 
 _JIT = {"cache": True, "nogil": True, "boundscheck": False}
 
@@ -490,3 +494,120 @@ def bordered(x, fill, pt, pl, out):  # type: ignore[no-untyped-def]
             o += span
             for k in range(right):
                 dst[_u(o + k)] = fill
+
+
+
+# -- 8-bit GEMM with the requantization fused, on AVX512-VNNI ``vpdpbusd`` ------------------------------
+# (used only where ``_gemm.vnni_exact()`` found the CPU has the instruction and the kernel exact)
+
+_I32 = ir.IntType(32)
+_V16 = ir.VectorType(_I32, 16)
+#: xor of four int8 bytes that makes them the unsigned ``x + 128`` ``vpdpbusd`` reads
+_FLIP = 0x80808080 - (1 << 32)
+
+
+def _data(context, builder, arrty, arr):  # type: ignore[no-untyped-def]
+    return cgutils.create_struct_proxy(arrty)(context, builder, value=arr).data
+
+
+def _vnni_tile(rows: int, vectors: int):  # type: ignore[no-untyped-def]
+    """An intrinsic ``tile(c, c_off, ldc, a, a_off, lda, b, b_off, k4)``: int32 sums of ``rows`` rows of
+    int8 ``a`` (flat, row ``r`` at ``a_off + r·lda``, read as ``x + 128``) times ``16·vectors`` columns of
+    int8 weights ``b`` (flat from ``b_off``, [k4, 16·vectors, 4]: four consecutive k of a column per
+    32-bit lane), over ``4·k4`` k, stored at ``c[c_off + r·ldc + n]``.  The ``rows × vectors``
+    accumulators stay in registers; each step of four k is one ``vpdpbusd`` per accumulator (exact:
+    unsigned × signed byte products summed in int32 without saturation)."""
+
+    @intrinsic
+    def tile(typingctx, c, c_off, ldc, a, a_off, lda, b, b_off, k4):  # type: ignore[no-untyped-def]
+        sig = types.void(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            c_arr, c_at, c_step, a_arr, a_at, a_step, b_arr, b_at, steps = args
+            cp = builder.gep(_data(context, builder, signature.args[0], c_arr), [c_at])
+            ap = builder.gep(_data(context, builder, signature.args[3], a_arr), [a_at])
+            bp = builder.gep(_data(context, builder, signature.args[6], b_arr), [b_at])
+            dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_V16, [_V16, _V16, _V16]),
+                                                 "llvm.x86.avx512.vpdpbusd.512")
+            accs = [[cgutils.alloca_once_value(builder, ir.Constant(_V16, None)) for _ in range(vectors)]
+                    for _ in range(rows)]
+            zero = ir.Constant(_V16, None)
+            with cgutils.for_range(builder, steps) as loop:
+                k = loop.index
+                splats = []
+                for r in range(rows):
+                    at = builder.add(builder.mul(a_step, ir.Constant(a_step.type, r)),
+                                     builder.mul(k, ir.Constant(k.type, 4)))
+                    word = builder.load(builder.bitcast(builder.gep(ap, [at]), _I32.as_pointer()), align=1)
+                    lane = builder.insert_element(zero, builder.xor(word, ir.Constant(_I32, _FLIP)),
+                                                  ir.Constant(_I32, 0))
+                    splats.append(builder.shuffle_vector(lane, zero, ir.Constant(_V16, [0] * 16)))
+                base = builder.mul(k, ir.Constant(k.type, 64 * vectors))
+                columns = [builder.load(builder.bitcast(builder.gep(bp, [builder.add(base, ir.Constant(k.type, 64 * j))]),
+                                                        _V16.as_pointer()), align=1) for j in range(vectors)]
+                for r in range(rows):
+                    for j in range(vectors):
+                        builder.store(builder.call(dot, [builder.load(accs[r][j]), splats[r], columns[j]]), accs[r][j])
+            for r in range(rows):
+                for j in range(vectors):
+                    at = builder.add(builder.mul(c_step, ir.Constant(c_step.type, r)), ir.Constant(c_step.type, 16 * j))
+                    builder.store(builder.load(accs[r][j]), builder.bitcast(builder.gep(cp, [at]), _V16.as_pointer()),
+                                  align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return tile
+
+
+_T41, _T42, _T43, _T44 = (_vnni_tile(4, v) for v in (1, 2, 3, 4))
+_T11, _T12, _T13, _T14 = (_vnni_tile(1, v) for v in (1, 2, 3, 4))
+
+
+@numba.njit(inline="always", **_JIT)
+def _tile(rows, vectors, c, c_off, ldc, a, a_off, lda, b, b_off, k4):  # type: ignore[no-untyped-def]
+    if rows == 4:
+        if vectors == 4:
+            _T44(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+        elif vectors == 3:
+            _T43(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+        elif vectors == 2:
+            _T42(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+        else:
+            _T41(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+    elif vectors == 4:
+        _T14(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+    elif vectors == 3:
+        _T13(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+    elif vectors == 2:
+        _T12(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+    else:
+        _T11(c, c_off, ldc, a, a_off, lda, b, b_off, k4)
+
+
+@numba.njit(**_JIT)
+def gemm_vnni(a, packed, units, offset4, p4, out):  # type: ignore[no-untyped-def]
+    """``out[m, n]`` = the requantized ``Σ_k (a[m, k] − zp_in)·W[k, n]`` of int8 ``a`` [M, K] (K a multiple
+    of 4, contiguous): four rows at a time, every column block's sums (:func:`_vnni_tile`, raw sums of
+    ``(a + 128)·W``) into a scratch of four output rows, then those rows less ``offset`` (``(zp_in + 128)·Σ_k
+    W[k, n]``) requantized (:func:`_requantized`) in one flat loop — the int32 sums never leave the cache.
+    ``packed`` [blocks, K/4, 64, 4] int8: 64-column blocks (the last one as wide as it needs, 16·vectors,
+    laid out compactly); ``offset4`` [4·N] and ``p4`` [7, 4·N]: the per-column offsets and constants
+    repeated for four rows.  The caller checks no raw sum can leave int32 (255·Σ_k |W[k, n]| < 2^31)."""
+    rows, depth = a.shape
+    k4 = depth // 4
+    blocks = packed.shape[0]
+    x, w, y = a.reshape(-1), packed.reshape(-1), out.reshape(-1)
+    scratch = np.empty(4 * units + 64, np.int32)
+    block_bytes = k4 * 256
+    q = _rows(p4)
+    m0 = 0
+    while m0 < rows:
+        step = 4 if m0 + 4 <= rows else 1
+        for nb in range(blocks - 1, -1, -1):  # the last block's spare columns land in the next row's first block
+            _tile(step, min(4, (units - nb * 64 + 15) // 16), scratch, nb * 64, units, x, m0 * depth, depth,
+                  w, nb * block_bytes, k4)
+        o = m0 * units
+        for e in range(step * units):
+            y[_u(o + e)] = _requantized(np.int64(scratch[e]) - offset4[e], e, q)
+        m0 += step

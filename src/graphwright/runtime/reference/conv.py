@@ -64,7 +64,7 @@ from ._common import (
     padding_before,
     round_half_away,
 )
-from ._gemm import IntegerGemm, unsigned
+from ._gemm import IntegerGemm, VnniGemm, unsigned
 from .fixedpoint import (
     INT32_MAX,
     INT32_MIN,
@@ -374,6 +374,32 @@ def _integer_gemm(ctx: OpContext, plan: _Plan, x: np.ndarray) -> IntegerGemm | N
     return gemm  # type: ignore[return-value]
 
 
+def _vnni_runner(ctx: OpContext, plan: _Plan, x: np.ndarray, channels: int) -> Runner | None:
+    """A 1x1 stride-1 convolution of int8 ``x`` with constant weights as the compiled VNNI GEMM with the
+    requantization fused (:class:`._gemm.VnniGemm`: the int32 sums stay in cache, no unsigned copy of the
+    input, no onnxruntime call), or None where it does not apply (no AVX512-VNNI, K not a multiple of 4,
+    weights beyond int8, the XNNPACK-style float32 requantization of single rounding, ...)."""
+    if not ctx.jit or "plan" not in ctx.cache or not isinstance(plan.fast, FastRequant) or plan.fast.native is None \
+            or plan.accumulator != "int32" or x.dtype != np.int8 or plan.chunks is not None:
+        return None
+    vnni = ctx.cache.get("vnni", False)
+    if vnni is False:
+        q_in = ctx.in_quant(0)
+        vnni = ctx.cache["vnni"] = None if q_in is None else VnniGemm.build(
+            np.asarray(plan.weights, np.float64), q_in.zp, plan.fast.native[1])
+    if vnni is None:
+        return None
+    depth, out_dtype = x.shape[3], ctx.out_dtype()
+    rows, out_shape = x.size // depth, (*x.shape[:3], channels)
+
+    def run(v: np.ndarray) -> np.ndarray:
+        y = np.empty(out_shape, out_dtype)
+        vnni(np.ascontiguousarray(v).reshape(rows, depth), y.reshape(rows, channels))  # type: ignore[misc]
+        return y
+
+    return run
+
+
 #: the activation dtypes the integer GEMM reads
 _BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
@@ -423,6 +449,10 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
         taps, oh, ow = _windows(_shifted_input(x, q_in, plan.in_dtype), kh, kw, sh, sw, dh, dw, padding)
         acc = _grouped(taps.reshape(-1, kh * kw, x.shape[3]), groups, o, lambda t, c: _gemm(plan, t, c))
         return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
+    if kh == kw == sh == sw == 1 and x.size // max(x.shape[3], 1) > _DENSE_ROWS:
+        fused = _vnni_runner(ctx, plan, x, o)
+        if fused is not None:
+            return [compile_runner(ctx, x, fused)(x)]
     gemm = _integer_gemm(ctx, plan, x)
     if gemm is not None:
         finish = functools.partial(plan.fast, out_dtype=ctx.out_dtype())
