@@ -179,8 +179,13 @@ def sweep_one(family: str, name: str, mode: str, workdir: Path) -> Outcome:
         except Exception as e:
             return Outcome("failing", f"reference vs BUILTIN_REF{_float_also_fails(info)}: {str(e)[:300]}", worst)
         if boundaries:  # where the oracle took LiteRT's values (see _oracle.assert_matches_reference)
-            places = sorted({b.split(": ", 1)[1] for b in boundaries})
-            return Outcome("quantized", f"oracle: {'; '.join(places)[:200]}", worst)
+            places: dict[str, int] = {}
+            for b in boundaries:  # "seed S: name (what)" -> "name what", counted over seeds
+                name, what = b.split(": ", 1)[1].split(" (", 1)
+                key = f"{name} {'±1 on LiteRT float' if '±1' in what else 'on TFLM'}"
+                places[key] = places.get(key, 0) + 1
+            listed = "; ".join(f"{k} ({n}x)" for k, n in sorted(places.items()))
+            return Outcome("quantized", f"oracle: {listed[:240]}", worst)
     return Outcome("quantized", "", worst)
 
 
