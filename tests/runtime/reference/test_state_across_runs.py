@@ -142,3 +142,37 @@ def test_a_resized_input_restarts_state_as_allocate_tensors(family: str, name: s
     seen = [pair.invoke(feeds, f"{name} invocation {k}") for k, feeds in enumerate([short, short, longer, short])]
     assert _differs(seen[0], seen[1]), f"{name}: no state to reset"
     assert not _differs(seen[0], seen[3]), f"{name}: LiteRT's re-allocation did not start over"
+
+
+def test_trace_given_replaces_a_tensor_for_what_reads_it() -> None:
+    """``trace(feeds_b, given={T: LiteRT's T on feeds_a})``: every tensor that depends on the
+    feeds only through T equals LiteRT's on feeds_a (the oracle's re-check of a QUANTIZE on LiteRT's
+    float value relies on it); a name that is no operator output, or the wrong type, is refused."""
+    info = get_model("tflite_zoo", "ds_cnn_int8")
+    graph = gw.load(info.path).graph
+    nodes = list(graph)
+    target = nodes[len(nodes) // 2].outputs[0]
+    reached = set(graph.inputs)  # values the feeds reach without passing through the target
+    for node in nodes:
+        if any(v in reached for v in node.inputs if v is not None) and target not in node.outputs:
+            reached.update(node.outputs)
+    after = [v.name for node in nodes for v in node.outputs if v not in reached and v is not target]
+    assert after, "no tensor depends on the target alone"
+    a, b = feeds_for(info, 2), feeds_for(info, 3)
+    litert = LiteRT(model_path=str(info.path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                    experimental_preserve_all_tensors=True)
+    litert.allocate_tensors()
+    for d in litert.get_input_details():
+        litert.set_tensor(d["index"], a[d["name"]])
+    litert.invoke()
+    index = {d["name"]: d["index"] for d in litert.get_tensor_details()}
+    interp = Interpreter(info.path)
+    mine = interp.trace(b, {target.name: np.array(litert.get_tensor(index[target.name]))})
+    unchanged = Interpreter(info.path).trace(b)
+    for name in after:
+        np.testing.assert_array_equal(mine[name], litert.get_tensor(index[name]), err_msg=name)
+    assert any(not np.array_equal(mine[n], unchanged[n]) for n in after), "feeds a and b give the same tensors"
+    with pytest.raises(gw.errors.VerificationError, match="no operator output named"):
+        interp.trace(b, {"no such tensor": np.zeros(1)})
+    with pytest.raises(gw.errors.VerificationError, match="given"):
+        interp.trace(b, {target.name: np.zeros(target.shape, np.float64)})
