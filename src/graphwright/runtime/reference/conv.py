@@ -400,6 +400,37 @@ def _vnni_runner(ctx: OpContext, plan: _Plan, x: np.ndarray, channels: int) -> R
     return run
 
 
+def _vnni_window_runner(ctx: OpContext, plan: _Plan, x: np.ndarray, g: Geometry, channels: int) -> Runner | None:
+    """A KHxKW int8 convolution as an int8 im2col matrix (one compiled pass; padded taps hold ``zp_in``,
+    so they add 0) whose rows are padded to a multiple of 4 bytes, then the fused VNNI GEMM
+    (:func:`_vnni_runner`'s; the padding columns have zero weights).  None where it does not apply."""
+    if not ctx.jit or "plan" not in ctx.cache or not isinstance(plan.fast, FastRequant) or plan.fast.native is None \
+            or plan.accumulator != "int32" or x.dtype != np.int8 or plan.chunks is not None:
+        return None
+    q_in = ctx.in_quant(0)
+    span = g.kh * g.kw * g.co
+    depth = (span + 3) // 4 * 4
+    vnni = ctx.cache.get("vnni", False)
+    if vnni is False:
+        matrix = np.zeros((depth, channels))
+        matrix[:span] = plan.weights
+        vnni = ctx.cache["vnni"] = None if q_in is None else VnniGemm.build(matrix, q_in.zp, plan.fast.native[1])
+    if vnni is None or q_in is None:
+        return None
+    im2col, rows = kernels().im2col_bytes, g.n * g.oh * g.ow
+    matrix_rows = np.zeros((rows, depth), np.int8)  # the padding columns stay 0 (their weights are 0)
+    columns = matrix_rows[:, :span].reshape(g.n, g.oh, g.ow, g.kh, g.kw * g.co).view(np.uint8)
+    pad, out_dtype, out_shape = np.uint8(q_in.zp & 0xFF), ctx.out_dtype(), (g.n, g.oh, g.ow, channels)
+
+    def run(v: np.ndarray) -> np.ndarray:
+        im2col(np.ascontiguousarray(v).view(np.uint8), np.uint8(0), pad, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, columns)
+        y = np.empty(out_shape, out_dtype)
+        vnni(matrix_rows, y.reshape(rows, channels))  # type: ignore[misc]
+        return y
+
+    return run
+
+
 #: the activation dtypes the integer GEMM reads
 _BYTES = (np.dtype(np.int8), np.dtype(np.uint8))
 
@@ -451,6 +482,10 @@ def conv_2d(ctx: OpContext) -> list[np.ndarray]:
         return [_finish(ctx, acc.reshape(x.shape[0], oh, ow, o), plan)]
     if kh == kw == sh == sw == 1 and x.size // max(x.shape[3], 1) > _DENSE_ROWS:
         fused = _vnni_runner(ctx, plan, x, o)
+        if fused is not None:
+            return [compile_runner(ctx, x, fused)(x)]
+    elif not (kh == kw == sh == sw == 1):
+        fused = _vnni_window_runner(ctx, plan, x, _geometry(x.shape, (kh, kw, ci), sh, sw, dh, dw, padding), o)
         if fused is not None:
             return [compile_runner(ctx, x, fused)(x)]
     gemm = _integer_gemm(ctx, plan, x)
