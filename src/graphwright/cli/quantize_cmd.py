@@ -75,6 +75,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--int4-method", choices=("mse", "rtn"), default="mse",
                    help="4-bit block scales: mse (least squared weight error, default) or rtn (onnxruntime's "
                         "MatMulNBitsQuantizer round-to-nearest, the same bytes)")
+    p.add_argument("--accuracy-level", type=int, choices=(0, 1, 2, 3, 4), default=4,
+                   help="4-bit --target onnxruntime: MatMulNBits' accuracy_level (4, default: int8 activations at run "
+                        "time, fastest on CPU; 0: unset, float32 compute as MatMulNBitsQuantizer writes it)")
     p.add_argument("--target", choices=("generic", "onnxruntime"), default="generic",
                    help="ONNX: standard ops only, or also onnxruntime's contrib ops (MatMulNBits)")
     p.add_argument("--minimum-size", type=int, default=1024, metavar="N", help="ONNX weights-only: smallest initializer quantized, in elements (default 1024)")
@@ -120,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             block_size=args.block_size, target=args.target, exclude_ops=args.exclude_ops,
             exclude_nodes=args.exclude_nodes, keep_float=args.keep_float, minimum_size=args.minimum_size,
             report=not args.no_report, on_progress=on_progress, collect=_sharded_collector(args),
-            engine=args.engine, batch_size=args.batch_size, int4_method=args.int4_method)
+            engine=args.engine, batch_size=args.batch_size, int4_method=args.int4_method,
+            accuracy_level=args.accuracy_level)
     save(model, args.output)
     if args.save_ranges:
         if not report.ranges:

@@ -92,7 +92,8 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
              keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
              report: bool = True, on_progress: Progress | None = None,
              collect: Collector | None = None, engine: str = "auto",
-             batch_size: int | None = None, int4_method: str = "mse") -> tuple[Model, QuantReport]:
+             batch_size: int | None = None, int4_method: str = "mse",
+             accuracy_level: int = 4) -> tuple[Model, QuantReport]:
     """Quantize a model (see the module docstring); returns the quantized model and its report.
 
     ``collect(model, samples, on_progress)`` replaces the one-process statistics collection
@@ -114,7 +115,7 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     options = _options(original.format, mode, activation_type=activation_type, weight_type=weight_type, bits=bits,
                        per_channel=per_channel, symmetric_activations=symmetric_activations, io_type=io_type,
                        block_size=block_size, target=target, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes,
-                       int4_method=int4_method)
+                       int4_method=int4_method, accuracy_level=accuracy_level)
     given = _given_ranges(ranges) if kind == "static" else None
     out = QuantReport(original.format, mode, method=method if kind == "static" and given is None else None,
                       excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))

@@ -95,11 +95,12 @@ def _feeds(name: str) -> dict[str, np.ndarray]:
 
 
 def _options(symmetric: bool, target: str, block_size: int = 32, method: str = "rtn"):
-    """rtn: onnxruntime's round-to-nearest blocks (the same bytes as MatMulNBitsQuantizer); mse: the default."""
+    """rtn: onnxruntime's round-to-nearest blocks (the same bytes as MatMulNBitsQuantizer); mse: the default.
+    MatMulNBits without accuracy_level (float32 compute, as MatMulNBitsQuantizer writes it): the same outputs."""
     from graphwright.transforms.quantize.options import QuantOptions
 
     return QuantOptions(weight_type="int4" if symmetric else "uint4", symmetric_weights=symmetric,
-                        block_size=block_size, target=target, int4_method=method)
+                        block_size=block_size, target=target, int4_method=method, accuracy_level=0)
 
 
 def _run(path, feeds):
@@ -637,3 +638,31 @@ def test_4bit_cli_int4_method_and_pipeline_option(tmp_path) -> None:
         assert (_raw_initializers(tmp_path / f"p-{method}.onnx") == theirs) == (method == "rtn")
     with pytest.raises(TransformError, match="int4_method must be rtn or mse"):
         gw.transform(gw.load(src), "quantize_weights(bits=4, int4_method=gptq)")
+
+
+def test_4bit_matmul_nbits_accuracy_level(tmp_path) -> None:
+    """MatMulNBits carries accuracy_level 4 by default (onnxruntime computes with int8 activations) and none
+    with accuracy_level=0 (float32 compute); on the small GPT-2 both run on onnxruntime and the int8 compute
+    changes the output by far less than the 4-bit weights do."""
+    onnx = pytest.importorskip("onnx")
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
+    from graphwright.transforms.quantize.options import QuantOptions
+    from tests.models.build_onnx_corpus import corpus_model
+
+    src = corpus_model("hf_gpt2-ts-dyn").path
+    rng = np.random.default_rng(13)
+    ids = rng.integers(0, 1000, (2, 16), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    outs = {}
+    for level in (4, 0):
+        model = gw.load(src)
+        quantize_onnx_initializers(model, minimum_size=0, options=QuantOptions(
+            weight_type="int4", block_size=32, target="onnxruntime", accuracy_level=level))
+        gw.save(model, tmp_path / f"q{level}.onnx")
+        levels = [next((a.i for a in n.attribute if a.name == "accuracy_level"), None)
+                  for n in onnx.load(str(tmp_path / f"q{level}.onnx")).graph.node if n.op_type == "MatMulNBits"]
+        assert len(levels) == 8 and set(levels) == ({4} if level else {None})
+        outs[level] = _run(tmp_path / f"q{level}.onnx", feeds)[0]
+    flt = _run(src, feeds)[0]
+    weights_db, compute_db = _sqnr(flt, outs[0]), _sqnr(outs[0], outs[4])
+    assert compute_db > weights_db + 10 and not np.array_equal(outs[0], outs[4]), (weights_db, compute_db)

@@ -52,7 +52,8 @@ _LEVELS = 256
 def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int = DEFAULT_MINIMUM_SIZE,
                      bits: int = 8, block_size: int = 128, symmetric: bool = True, target: str = "generic",
                      weight_type: str = "", exclude_ops: list[str] | None = None,
-                     exclude_nodes: list[str] | None = None, int4_method: str = "mse") -> TransformResult:
+                     exclude_nodes: list[str] | None = None, int4_method: str = "mse",
+                     accuracy_level: int = 4) -> TransformResult:
     """Store float Consts with at least minimum_size elements as quint8 + Dequantize(MIN_FIRST)."""
     if minimum_size < 0:
         raise TransformError(f"quantize_weights: minimum_size must be >= 0, got {minimum_size}")
@@ -61,7 +62,8 @@ def quantize_weights(model: Model, ctx: TransformContext, *, minimum_size: int =
     if model.format in ("onnx", "tflite"):
         options = QuantOptions.build(weight_type=weight_type or ("int4" if bits == 4 else "int8"),
                                      block_size=block_size, symmetric_weights=symmetric, target=target,
-                                     exclude_ops=exclude_ops, exclude_nodes=exclude_nodes, int4_method=int4_method)
+                                     exclude_ops=exclude_ops, exclude_nodes=exclude_nodes, int4_method=int4_method,
+                                     accuracy_level=accuracy_level)
         if model.format == "tflite":
             if options.weight_type == "float16":
                 return quantize_weights_float16_tflite(model)

@@ -30,7 +30,8 @@ points.  Conv and other weights stay float under 4-bit (a note says so; use 8 bi
     what to do; IR version raised to 10 for int4.)
 ``target="onnxruntime"``::  MatMul(x, B) -> com.microsoft.MatMulNBits(x, B_Q4[uint8 N x kb x block/2],
                        B_scales[N x kb] (, B_zero_points[uint8 N x ceil(kb/2)]), K, N, bits=4, block_size)
-    (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8).  A Gemm
+    (nibbles low first; symmetric blocks have no zero point input: the kernel's default 8;
+    ``accuracy_level`` = ``options.accuracy_level``, default 4: int8 activations at run time).  A Gemm
     becomes MatMulNBits too: transB reads B as stored (MatMulNBits' layout is ``B.T``'s blocks),
     alpha multiplies that node's scales, a constant C becomes the bias ``beta·C`` of N elements (a
     non-constant C: as is, with beta 1 and N elements only).  transA, a weight-first MatMul and other
@@ -319,10 +320,11 @@ def _matmul_nbits(run: _FourBit, graph: Graph, node: Node, site: _Site) -> None:
             folded = np.broadcast_to(bias.const.numpy().astype(np.float32).reshape(-1) * np.float32(beta), (n,))
             bias = _add(run, graph, f"{bias.name}_bias", Tensor.from_numpy(np.ascontiguousarray(folded), DType.FLOAT32))
         inputs = [*inputs, *[None] * (5 - len(inputs)), bias]  # bias: input 5, after zero points, g_idx
+    attrs = {"K": Attr.int(k), "N": Attr.int(n), "bits": Attr.int(4), "block_size": Attr.int(run.options.block_size)}
+    if run.options.accuracy_level:
+        attrs["accuracy_level"] = Attr.int(run.options.accuracy_level)
     nbits = Node("MatMulNBits", inputs, dialect="onnx", domain=_MS_DOMAIN,
-                 name=graph.unique_node_name(f"{node.name}_Q4"), outputs=[out],
-                 attrs={"K": Attr.int(k), "N": Attr.int(n), "bits": Attr.int(4),
-                        "block_size": Attr.int(run.options.block_size)})
+                 name=graph.unique_node_name(f"{node.name}_Q4"), outputs=[out], attrs=attrs)
     graph.insert_before(node, nbits)
     old.name = f"{old.name}__float"
     old.replace_all_uses_with(out)
