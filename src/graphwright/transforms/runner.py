@@ -381,6 +381,12 @@ class Provenance:
             return
         graphs = all_graphs(model) if self._nested else model.graphs
         after = [node for g in graphs for node in g]
+        if not self._new and not self._gone and not self._bypassed and after == self._order:
+            # the same nodes in the same order and no rewrite: nothing vanished or appeared (most of
+            # simplify's steps), so there is nothing to record but the step
+            self.steps.append(label)
+            self._reset()
+            return
         after_set = set(after)
         vanished = [n for n in self._order if n not in after_set]
         appeared = [n for n in after if n not in self._before]
@@ -434,6 +440,9 @@ class Provenance:
                     self.fates[name]["merged"] = True
             self.origins.pop(node, None)
             self.made.pop(node, None)
+        self._reset()
+
+    def _reset(self) -> None:
         self._before = set()
         self._order = []
         self._inputs = {}
