@@ -120,13 +120,15 @@ def requantize_float32(acc, bias, scale, zp, lo, hi, out):  # type: ignore[no-un
 
 
 @numba.njit(**_JIT)
-def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc):  # type: ignore[no-untyped-def]
+def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc, pairs=False):  # type: ignore[no-untyped-def]
     """Depthwise convolution over ``xp`` [N, HP, WP, C], the 8-bit input inside a border of its
     zero point (depth multiplier already expanded), with integer taps ``w`` [KH, KW, C] (int16: LLVM
     multiplies them with ``vpmaddwd`` instead of ``vpmulld``): each output row's int32 sums
     ``Σ_taps x·w`` gathered in ``acc`` [OW, C] — 3x3 kernels all nine taps of a pixel in one channel
     loop (12–20% faster than row by row on MobileNetV2's layers), others one kernel row at a time (3-
-    and 5-wide rows in one channel loop) — then ``Σ − offset[c]`` (``offset = zp_in·Σ_taps w``: the sums of
+    and 5-wide rows in one channel loop; with ``pairs``, which the caller sets only where every
+    ``max|x|·(|w_a| + |w_b|)`` of the tap pairs (0, 1), (2, 3), (4, 5), (6, 7) is below 2^15, the products
+    and pair sums in int16 lanes, widened once per pair: ~20% faster) — then ``Σ − offset[c]`` (``offset = zp_in·Σ_taps w``: the sums of
     ``(x − zp_in)·w``, border taps 0) requantized into ``out`` [N, OH, OW, C] — or with ``p`` None
     stored as they are (int32 ``out``).  The arrays are read flat at unsigned offsets: numba then
     emits no negative-index fix-up and LLVM vectorizes the channel loops without making an array
@@ -139,7 +141,23 @@ def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc):  # type: ignor
     r1, r2 = dh * row, 2 * dh * row
     for n in range(batch):
         for oy in range(oh):
-            if kh == 3 and kw == 3:  # the 9 taps of a pixel in one channel loop: each sum stored once
+            if kh == 3 and kw == 3 and pairs:  # int16 products, pairs of them summed in int16 (exact, see above)
+                top = ((n * hp) + oy * sh) * row
+                for ox in range(ow):
+                    a, s = top + ox * step, ox * channels
+                    b, d = a + r1, a + r2
+                    for c in range(channels):
+                        p01 = np.int16(np.int16(x[_u(a + c)]) * taps[_u(c)]
+                                       + np.int16(x[_u(a + c1 + c)]) * taps[_u(channels + c)])
+                        p23 = np.int16(np.int16(x[_u(a + c2 + c)]) * taps[_u(2 * channels + c)]
+                                       + np.int16(x[_u(b + c)]) * taps[_u(3 * channels + c)])
+                        p45 = np.int16(np.int16(x[_u(b + c1 + c)]) * taps[_u(4 * channels + c)]
+                                       + np.int16(x[_u(b + c2 + c)]) * taps[_u(5 * channels + c)])
+                        p67 = np.int16(np.int16(x[_u(d + c)]) * taps[_u(6 * channels + c)]
+                                       + np.int16(x[_u(d + c1 + c)]) * taps[_u(7 * channels + c)])
+                        p8 = np.int16(np.int16(x[_u(d + c2 + c)]) * taps[_u(8 * channels + c)])
+                        sums[_u(s + c)] = np.int32(p01) + np.int32(p23) + np.int32(p45) + np.int32(p67) + np.int32(p8)
+            elif kh == 3 and kw == 3:  # the 9 taps of a pixel in one channel loop: each sum stored once
                 top = ((n * hp) + oy * sh) * row
                 for ox in range(ow):
                     a, s = top + ox * step, ox * channels
