@@ -8,6 +8,16 @@ names.  Asking for a tensor that is not a model output rebuilds the
 interpreter with ``experimental_preserve_all_tensors`` so intermediate values
 are kept.
 
+A session is one LiteRT interpreter, so what LiteRT keeps from one ``invoke()``
+to the next carries over from run to run: the variable tensors of the fused
+sequence operators (LSTM/RNN state), resource variables, CALL_ONCE and the
+seeded random generators; a run with other input shapes resizes the inputs and
+re-allocates, which zeroes the variable tensors and re-seeds the generators, as
+in LiteRT.  When a later run asks for intermediate tensors and the interpreter
+has to be rebuilt to keep them, a model with such state (one of
+:data:`STATEFUL_OPS` in its main graph) has its earlier runs replayed on the new
+interpreter first, so the state is where the runs left it.
+
 Options: ``preserve_all_tensors`` (bool), ``num_threads`` (int),
 ``verify_file`` (bool, default True).
 
@@ -33,7 +43,14 @@ from ..formats.tflite import read_model
 from ..ir import DType
 from .base import Backend, InputSpec, ModelSource, Session, check_feeds, one_line
 
-__all__ = ["LiteRTBackend", "LiteRTReferenceBackend"]
+__all__ = ["STATEFUL_OPS", "LiteRTBackend", "LiteRTReferenceBackend"]
+
+#: operators whose state LiteRT keeps across invocations (variable tensors, resources, generators)
+STATEFUL_OPS = frozenset({
+    "UNIDIRECTIONAL_SEQUENCE_LSTM", "UNIDIRECTIONAL_SEQUENCE_RNN", "BIDIRECTIONAL_SEQUENCE_LSTM",
+    "BIDIRECTIONAL_SEQUENCE_RNN", "LSTM", "RNN", "SVDF", "VAR_HANDLE", "ASSIGN_VARIABLE", "READ_VARIABLE",
+    "CALL_ONCE", "RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL",
+})
 
 
 def _import_interpreter(backend: Backend) -> ModuleType:
@@ -68,6 +85,7 @@ class LiteRTReferenceBackend(LiteRTBackend):
 class LiteRTSession(Session):
     __slots__ = (
         "_backend",
+        "_history",
         "_input_index",
         "_interp",
         "_module",
@@ -75,6 +93,7 @@ class LiteRTSession(Session):
         "_output_index",
         "_preserve",
         "_source",
+        "_stateful",
         "inputs",
         "outputs",
     )
@@ -87,6 +106,10 @@ class LiteRTSession(Session):
         self._options = dict(options)
         self._preserve = bool(options.get("preserve_all_tensors", False))
         self._interp = self._build(self._preserve)
+        #: the feeds run so far, kept (for a stateful model, until the interpreter keeps every tensor)
+        #: to replay them should it be rebuilt
+        self._stateful = _stateful(self._interp)
+        self._history: list[dict[str, np.ndarray]] = []
         details = self._interp.get_input_details()
         self.inputs = [InputSpec(d["name"], _dtype(d["dtype"]), _shape(d)) for d in details]
         self._input_index = {d["name"]: int(d["index"]) for d in details}
@@ -119,6 +142,14 @@ class LiteRTSession(Session):
         if not self._preserve:  # intermediate tensors need an interpreter that keeps them
             self._preserve = True
             self._interp = self._build(True, quiet=True)
+            try:
+                for feeds in self._history:  # the state where the earlier runs left it
+                    self._invoke(feeds)
+            except Exception as e:  # LiteRT raises ValueError/RuntimeError
+                raise VerificationError(
+                    f"{self._backend.name} failed replaying the earlier runs of {self._source.label}: {one_line(e)}"
+                ) from None
+            self._history.clear()
         all_tensors: dict[str, int] = {}
         for d in self._interp.get_tensor_details():
             all_tensors.setdefault(d["name"], int(d["index"]))
@@ -138,25 +169,40 @@ class LiteRTSession(Session):
         check_feeds(self.inputs, feeds, label=self._source.label)
         names = list(outputs) if outputs is not None else list(self.outputs)
         indices = self._tensor_indices(names)
-        interp = self._interp
         try:
-            current = {d["name"]: tuple(int(x) for x in d["shape"]) for d in interp.get_input_details()}
-            resized = False
-            for name, array in feeds.items():
-                shape = np.shape(array)
-                if current[name] != shape:
-                    interp.resize_tensor_input(self._input_index[name], list(shape), strict=False)
-                    resized = True
-            if resized:
-                interp.allocate_tensors()
-            for name, array in feeds.items():
-                interp.set_tensor(self._input_index[name], np.ascontiguousarray(array))
-            interp.invoke()
-            return {name: np.array(interp.get_tensor(indices[name])) for name in names}
+            self._invoke(feeds)
+            if self._stateful and not self._preserve:
+                self._history.append({name: np.array(array) for name, array in feeds.items()})
+            return {name: np.array(self._interp.get_tensor(indices[name])) for name in names}
         except Exception as e:  # LiteRT raises ValueError/RuntimeError
             raise VerificationError(
                 f"{self._backend.name} failed running {self._source.label}: {one_line(e)}"
             ) from None
+
+    def _invoke(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Set the inputs (resized and re-allocated where a shape changed) and invoke."""
+        interp = self._interp
+        current = {d["name"]: tuple(int(x) for x in d["shape"]) for d in interp.get_input_details()}
+        resized = False
+        for name, array in feeds.items():
+            shape = np.shape(array)
+            if current[name] != shape:
+                interp.resize_tensor_input(self._input_index[name], list(shape), strict=False)
+                resized = True
+        if resized:
+            interp.allocate_tensors()
+        for name, array in feeds.items():
+            interp.set_tensor(self._input_index[name], np.ascontiguousarray(array))
+        interp.invoke()
+
+
+def _stateful(interp: Any) -> bool:
+    """Whether the interpreter's main graph has an operator of :data:`STATEFUL_OPS` (True when
+    LiteRT cannot say)."""
+    try:
+        return any(d.get("op_name") in STATEFUL_OPS for d in interp._get_ops_details())  # noqa: SLF001
+    except Exception:  # an older or newer LiteRT without it: assume state
+        return True
 
 
 def _dtype(np_type: Any) -> DType:
