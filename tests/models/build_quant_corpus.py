@@ -20,7 +20,8 @@ logit over the data is the randomized bias.  Re-estimated statistics alone left 
 distinct classes over 32 eval inputs; centring made that 14, but MobileNetV3-Large stayed at 3
 (its pooled features vary mostly along one direction, 84 % of the variance, with a logit spread
 of 0.02 against the biases' 0.1): standardizing makes it 17.  The sidecar's
-``eval_top1_distinct`` records the count.  The small ``_bn`` test models re-estimate their
+``eval_top1_distinct`` records the count.  (ViT-B/16's head, zero-initialized by torchvision, first
+gets ``nn.Linear``'s default initialization: with a zero head every input gave the same logits.)  The small ``_bn`` test models re-estimate their
 statistics only (their numbers in the tests are of that).
 
 TFLite (the real TFLiteConverter, from Keras applications with randomized BN affine parameters and
@@ -262,6 +263,8 @@ def _refit_torch_classifier(module: Any, feeds: list[dict[str, np.ndarray]]) -> 
     import torch  # lazy: build only
 
     last = [m for m in module.modules() if isinstance(m, torch.nn.Linear)][-1]
+    if not bool(last.weight.any()):  # torchvision's ViT zero-initializes its head: nn.Linear's default first
+        torch.nn.init.kaiming_uniform_(last.weight, a=5 ** 0.5)
     seen: list[Any] = []
     hook = last.register_forward_hook(
         lambda _m, inp, _out: seen.append(inp[0].detach().reshape(-1, inp[0].shape[-1]).double()))
