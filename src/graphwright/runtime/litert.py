@@ -200,7 +200,7 @@ def _stateful(interp: Any) -> bool:
     """Whether the interpreter's main graph has an operator of :data:`STATEFUL_OPS` (True when
     LiteRT cannot say)."""
     try:
-        return any(d.get("op_name") in STATEFUL_OPS for d in interp._get_ops_details())  # noqa: SLF001
+        return any(d.get("op_name") in STATEFUL_OPS for d in interp._get_ops_details())
     except Exception:  # an older or newer LiteRT without it: assume state
         return True
 

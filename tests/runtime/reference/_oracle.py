@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from graphwright.formats import load, save
 from graphwright.ir import Node, Value
 from graphwright.runtime.base import Session
-from graphwright.formats import load, save
 from graphwright.runtime.execute import Job, execute, prepare
 from graphwright.runtime.reference import Interpreter
 from tests.models import ModelInfo
@@ -110,7 +110,7 @@ def assert_matches_reference(info: ModelInfo, seeds: range = range(6), *, rtol: 
         while True:
             mine = interp.trace(feeds, given)
             count, boundary = _compare(info, seed, interp, mine, theirs, rtol, given,
-                                       lambda: optimized.tensors([f for f, _ in done] + [feeds]), other)
+                                       lambda feeds=feeds: optimized.tensors([f for f, _ in done] + [feeds]), other)
             if boundary is None:
                 break
             value, differing = boundary
