@@ -127,8 +127,9 @@ def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc, pairs=False):  
     ``Σ_taps x·w`` gathered in ``acc`` [OW, C] — 3x3 kernels all nine taps of a pixel in one channel
     loop (12–20% faster than row by row on MobileNetV2's layers), others one kernel row at a time (3-
     and 5-wide rows in one channel loop; with ``pairs``, which the caller sets only where every
-    ``max|x|·(|w_a| + |w_b|)`` of the tap pairs (0, 1), (2, 3), (4, 5), (6, 7) is below 2^15, the products
-    and pair sums in int16 lanes, widened once per pair: ~20% faster) — then ``Σ − offset[c]`` (``offset = zp_in·Σ_taps w``: the sums of
+    ``max|x|·(|w_a| + |w_b|)`` of the tap pairs — 3x3: (0, 1), (2, 3), (4, 5), (6, 7) in row-major tap
+    order; 5-wide rows: columns (0, 1), (2, 3) — and every single tap's ``max|x|·|w|`` is below 2^15,
+    the products and pair sums in int16 lanes, widened once per pair: ~20% faster) — then ``Σ − offset[c]`` (``offset = zp_in·Σ_taps w``: the sums of
     ``(x − zp_in)·w``, border taps 0) requantized into ``out`` [N, OH, OW, C] — or with ``p`` None
     stored as they are (int32 ``out``).  The arrays are read flat at unsigned offsets: numba then
     emits no negative-index fix-up and LLVM vectorizes the channel loops without making an array
@@ -189,6 +190,27 @@ def depthwise_padded(xp, w, offset, sh, sw, dh, dw, p, out, acc, pairs=False):  
                                 sums[_u(s + c)] += (np.int32(x[_u(a + c)]) * taps[_u(wi + c)]
                                                     + np.int32(x[_u(a + c1 + c)]) * taps[_u(w1 + c)]
                                                     + np.int32(x[_u(a + c2 + c)]) * taps[_u(w2 + c)])
+                elif kw == 5 and pairs:  # int16 products, taps (0, 1) and (2, 3) summed in int16 (exact, see above)
+                    w1, w2, w3, w4 = wi + channels, wi + 2 * channels, wi + 3 * channels, wi + 4 * channels
+                    c3, c4 = 3 * dw * channels, 4 * dw * channels
+                    for ox in range(ow):
+                        a, s = start + ox * step, ox * channels
+                        if i == 0:
+                            for c in range(channels):
+                                p01 = np.int16(np.int16(x[_u(a + c)]) * taps[_u(wi + c)]
+                                               + np.int16(x[_u(a + c1 + c)]) * taps[_u(w1 + c)])
+                                p23 = np.int16(np.int16(x[_u(a + c2 + c)]) * taps[_u(w2 + c)]
+                                               + np.int16(x[_u(a + c3 + c)]) * taps[_u(w3 + c)])
+                                p4 = np.int16(np.int16(x[_u(a + c4 + c)]) * taps[_u(w4 + c)])
+                                sums[_u(s + c)] = np.int32(p01) + np.int32(p23) + np.int32(p4)
+                        else:
+                            for c in range(channels):
+                                p01 = np.int16(np.int16(x[_u(a + c)]) * taps[_u(wi + c)]
+                                               + np.int16(x[_u(a + c1 + c)]) * taps[_u(w1 + c)])
+                                p23 = np.int16(np.int16(x[_u(a + c2 + c)]) * taps[_u(w2 + c)]
+                                               + np.int16(x[_u(a + c3 + c)]) * taps[_u(w3 + c)])
+                                p4 = np.int16(np.int16(x[_u(a + c4 + c)]) * taps[_u(w4 + c)])
+                                sums[_u(s + c)] += np.int32(p01) + np.int32(p23) + np.int32(p4)
                 elif kw == 5:
                     w1, w2, w3, w4 = wi + channels, wi + 2 * channels, wi + 3 * channels, wi + 4 * channels
                     c3, c4 = 3 * dw * channels, 4 * dw * channels

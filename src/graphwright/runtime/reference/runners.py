@@ -213,11 +213,17 @@ def _native_depthwise(plan: _Plan, g: Geometry, zp_in: int, mult: int, out_dtype
     narrow = np.int16 if taps.size and float(np.abs(taps).max()) <= 32767 else np.int32
     weights = np.ascontiguousarray(taps.astype(narrow))
     offset = (np.int64(zp_in) * weights.astype(np.int64).sum(axis=(0, 1))).astype(np.int64)
-    # 3x3 taps in int16 pairs where every pair's sum of products fits int16: max|x| = 128 (int8), 255 (uint8)
+    # 3x3 and 5-wide taps in int16 pairs where every pair's sum of products fits int16 (see the kernel):
+    # max|x| = 128 (int8), 255 (uint8)
     pairs = {np.dtype(np.int8): False, np.dtype(np.uint8): False}
-    if g.kh == g.kw == 3 and weights.dtype == np.int16:
-        mags = np.abs(weights.astype(np.int64)).reshape(9, g.co)
-        widest = max(int((mags[0:8:2] + mags[1:8:2]).max()), int(mags[8].max()))
+    mags = np.abs(weights.astype(np.int64))
+    widest = None
+    if g.kh == g.kw == 3:
+        flat = mags.reshape(9, g.co)
+        widest = max(int((flat[0:8:2] + flat[1:8:2]).max()), int(flat[8].max()))
+    elif g.kw == 5 and mags.size:
+        widest = max(int((mags[:, 0] + mags[:, 1]).max()), int((mags[:, 2] + mags[:, 3]).max()), int(mags[:, 4].max()))
+    if widest is not None and weights.dtype == np.int16:
         pairs = {np.dtype(np.int8): 128 * widest < 1 << 15, np.dtype(np.uint8): 255 * widest < 1 << 15}
     shape = (g.n, g.oh, g.ow, g.co)
     acc = np.empty((g.ow, g.co), np.int32)
