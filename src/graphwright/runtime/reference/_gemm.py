@@ -28,6 +28,11 @@ session's compiled ``run`` directly with one kept ``RunOptions``: the Python wra
 per-call input validation (our one fixed uint8 input needs none) and the default options
 it builds cost ~2 µs of the ~6 µs a small call takes.
 Cost: O(M·K·N) per call, memory O(M·N) for the int32 sums.
+
+Where the CPU has AVX512-VNNI (and a once-per-process self-test passes, :func:`vnni_exact`), the int8
+1x1 and KxK convolutions run :class:`VnniGemm` instead: compiled ``vpdpbusd`` tiles (numba intrinsics,
+``_jit_kernels.gemm_vnni``) with the requantization fused, so the int32 sums stay in cache — no
+onnxruntime call, no unsigned copy of the input, no second pass over sums in memory.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ the taps.  With the compiled loops (:mod:`.jit`) the requantization and the whol
 depthwise convolution are one compiled pass each, and the 8-bit CONV_2D and
 FULLY_CONNECTED layers with constant weights and int32 accumulators sum on
 onnxruntime's integer GEMM (:mod:`._gemm`: exact int32 sums, 3–4x faster than the
-float32 BLAS GEMM; a KHxKW convolution's im2col matrix made in uint8); without
+float32 BLAS GEMM; a KHxKW convolution's im2col matrix made in uint8) — or, int8 on a CPU with
+AVX512-VNNI, on the compiled GEMM with the requantization fused (:class:`._gemm.VnniGemm`); without
 onnxruntime, fully connected layers of at most ``_DENSE_ROWS`` rows are 8-bit dot
 products and the rest stays on BLAS.  Float32
 convolutions run the same runners, ending in a float32 bias and clamp (depthwise: a
