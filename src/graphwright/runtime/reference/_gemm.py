@@ -243,8 +243,6 @@ def vnni_exact() -> bool:
         features = llvm.get_host_cpu_features()
         if not (features.get("avx512vnni") and features.get("avx512bw") and features.get("avx512f")):
             return False
-        from . import _jit_kernels
-
         rng = np.random.default_rng(5)
         for rows, depth, units, zp in ((9, 8, 20, -128), (13, 36, 77, 127), (5, 4, 130, 3), (4, 64, 16, 0)):
             for fill in (None, -128, 127):
