@@ -398,17 +398,23 @@ def _could_explode(model: Model, cut: set[tuple[Node, int]], memo: dict[Tensor, 
                 return True
             large = large or _large_value(value, memo)
         for node in graph:
-            for i in _SIZE_OPS.get(node.op, ()):
-                if i < len(node.inputs) and (node, i) not in cut:
-                    size = node.inputs[i]
-                    if size is not None and size.producer is not None and size.producer.op != "Constant":
-                        computed = True
+            op = node.op
+            if not computed and op in _SIZE_OPS:
+                for i in _SIZE_OPS[op]:
+                    if i < len(node.inputs) and (node, i) not in cut:
+                        size = node.inputs[i]
+                        if size is not None and size.producer is not None and size.producer.op != "Constant":
+                            computed = True
             for value in node.outputs:
-                if _long_int_vector(value):
-                    return True
-                large = large or _large_dims(value)
-            if node.op == "Constant":
-                large = large or _large_value(node.output, memo)
+                shape = value.shape
+                if shape:  # inline _large_dims / _long_int_vector: this loop sees every value at every run
+                    for d in shape:
+                        if d.__class__ is int and d >= LARGE_SIZE:
+                            if _long_int_vector(value):
+                                return True
+                            large = True
+            if op == "Constant" and not large:
+                large = _large_value(node.output, memo)
             if computed and large:
                 return True
     return computed and large
@@ -433,10 +439,12 @@ def _large_value(value: Value, memo: dict[Tensor, bool]) -> bool:
     if tensor is None and value.producer is not None and value.producer.op == "Constant":
         attr = value.producer.attr("value")
         tensor = attr if isinstance(attr, Tensor) else None
-    if tensor is None or tensor.dtype not in (DType.INT32, DType.INT64) or tensor.size > INLINE_INT_BYTES // 4:
+    if tensor is None or tensor.dtype not in (DType.INT32, DType.INT64):
         return False
     found = memo.get(tensor)  # small tensors only: the memo must not keep a replaced weight alive
     if found is None:
+        if math.prod(tensor.shape) > INLINE_INT_BYTES // 4:
+            return False
         values = tensor.numpy().reshape(-1).tolist()
         found = memo[tensor] = any(abs(v) >= LARGE_SIZE and v not in _SENTINELS for v in values)
     return found
