@@ -31,6 +31,9 @@ typed output lets onnxruntime's own optimizer fuse the eight residual sums of th
 encoder into ``SkipLayerNormalization``, whose CPU kernel is slower than what it replaces:
 the whole model gets 10–12 % slower (``benchmarks/ort_transformers.md``).
 
+One difference stays: a negative id, which ``Gather`` reads from the end of the table, is out of
+range for the fused op (onnxruntime fails the run); token ids are never negative.
+
 Refused, with the reason in the report's notes: ``target="standard"``; ids that are not 2-D
 integer tensors of one shape (word and segment ids); tables that are not 2-D float32 constants
 of one hidden size; a ``Gather`` on another axis; positions not proved as above; γ/β that are
