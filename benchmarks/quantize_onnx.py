@@ -289,9 +289,11 @@ def ort_static(method: str) -> Callable[[Path, Path, list[dict[str, np.ndarray]]
     def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static  # lazy
 
-        # MinMax merges every few batches (same ranges, bounded memory); the histogram methods have no such
-        # option: they hold every intermediate tensor of every sample (hence --calib-hist)
-        extra = {"CalibMaxIntermediateOutputs": 4} if method == "MinMax" else {}
+        # No CalibMaxIntermediateOutputs for MinMax: onnxruntime 1.32 clears each full group of N feeds
+        # without merging its ranges (only the last len % N feeds calibrate; 0 left raises "No data is
+        # collected"), and MinMax reduces inside the graph anyway.  The histogram methods hold every
+        # intermediate tensor of every sample (hence --calib-hist).
+        extra: dict[str, object] = {}
         quantize_static(str(src), str(dst), _Reader(calib), quant_format=QuantFormat.QDQ, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
                         calibrate_method=getattr(CalibrationMethod, method), extra_options=extra)
