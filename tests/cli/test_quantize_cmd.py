@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from ai_edge_litert.interpreter import Interpreter
@@ -176,6 +177,28 @@ def test_sharded_calibration_gives_the_one_process_model(tmp_path: Path, capsys:
     assert json.loads(outputs["one"][1])["method"] == "percentile"
     rc, _, stderr = _main(capsys, "quantize", src, tmp_path / "x.onnx", "--mode", "static", "--shards", 0)
     assert rc == 2 and "--shards needs a count of at least 1" in stderr
+
+
+def test_minmax_batches_calibration_runs_by_default_with_the_same_result(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --batch-size, min-max calibration of an ONNX model with a dynamic batch axis runs 8
+    samples per onnxruntime call; the ranges and model are byte for byte those of one sample per
+    run, and of two shards."""
+    proto = onnx.load(mlp(tmp_path / "fixed.onnx"))
+    for value in (*proto.graph.input, *proto.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "N"  # a dynamic batch axis: runs can batch
+    src = tmp_path / "mlp.onnx"
+    onnx.save(proto, src)
+    data = _data_dir(tmp_path / "data", samples(40))
+    outputs = {}
+    for label, extra in (("auto", []), ("one", ["--batch-size", 1]), ("shards", ["--shards", 2])):
+        out, ranges = tmp_path / f"{label}.onnx", tmp_path / f"{label}.json"
+        rc, _, stderr = _main(capsys, "quantize", src, out, "--mode", "static", "--data", data, "--samples", 30,
+                              "--save-ranges", ranges, "--no-report", *extra)
+        assert rc == 0, stderr
+        outputs[label] = (out.read_bytes(), ranges.read_text())
+    assert outputs["auto"] == outputs["one"] == outputs["shards"]
+    assert json.loads(outputs["auto"][1])["method"] == "minmax"
 
 
 def test_calibration_engine_reference_gives_litert_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -84,7 +84,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--engine", choices=("auto", "litert", "litert-ref", "reference"), default="auto",
                    help="runtime that runs the float model to calibrate (auto: onnxruntime for ONNX, LiteRT for "
                         "TFLite; TFLite also litert-ref or reference, graphwright's interpreter)")
-    p.add_argument("--batch-size", type=int, default=1, metavar="N", help="calibration samples per run (default 1)")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help="calibration samples per run (default: 8 for ONNX min-max with a dynamic batch axis, else 1)")
     p.add_argument("--shards", type=int, default=1, metavar="N",
                    help="collect calibration statistics in N processes (or Ray tasks with --ray); same ranges")
     p.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
@@ -153,7 +154,8 @@ def _sharded_collector(args: argparse.Namespace) -> Any:
     def collect(model: Any, samples: Any, on_progress: Any) -> Any:
         return collect_statistics_sharded(args.input, list(samples), shards=args.shards,
                                           use_ray=args.ray is not None, address=args.ray or None,
-                                          engine=args.engine, batch_size=args.batch_size, on_progress=on_progress)
+                                          engine=args.engine, batch_size=args.batch_size or 1,
+                                          on_progress=on_progress)
 
     return collect
 
