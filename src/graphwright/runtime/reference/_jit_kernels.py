@@ -651,3 +651,75 @@ def gemm_vnni(a, packed, units, offset4, p4, out):  # type: ignore[no-untyped-de
         for e in range(step * units):
             y[_u(o + e)] = _requantized(np.int64(scratch[e]) - offset4[e], e, q)
         m0 += step
+
+
+def _copy_bytes(size: int):  # type: ignore[no-untyped-def]
+    """An intrinsic ``copy(dst, d_off, src, s_off)``: ``size`` bytes from ``src[s_off:]`` to ``dst[d_off:]``
+    (flat uint8/int8 arrays, in bounds: the caller checks) as one ``llvm.memcpy`` of constant size —
+    LLVM moves them as a few word loads and stores where a byte loop moves one at a time."""
+
+    @intrinsic
+    def copy(typingctx, dst, d_off, src, s_off):  # type: ignore[no-untyped-def]
+        sig = types.void(dst, d_off, src, s_off)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            d_arr, d_at, s_arr, s_at = args
+            dp = builder.gep(_data(context, builder, signature.args[0], d_arr), [d_at])
+            sp = builder.gep(_data(context, builder, signature.args[2], s_arr), [s_at])
+            i8p = ir.IntType(8).as_pointer()
+            cgutils.memcpy(builder, builder.bitcast(dp, i8p), builder.bitcast(sp, i8p), ir.Constant(ir.IntType(64), size))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return copy
+
+
+_COPY9 = _copy_bytes(9)
+
+
+@numba.njit(**_JIT)
+def im2col_rows(x, kh, kw, pad, sh, sw, dh, dw, pt, pl, oh, ow, out):  # type: ignore[no-untyped-def]
+    """The int8 im2col matrix of a KHxKW convolution for the fused GEMM: row ``(n, oy, ox)`` of ``out``
+    [N·OH·OW, depth] (depth ≥ KH·KW·C; the columns beyond are left as they are) holds the window's taps
+    in (i, j, c) order, ``pad`` (the input zero point: the tap adds 0) outside the image; ``x``
+    [N, H, W, C] int8, contiguous.  A window row wholly inside an undilated image row is one copy of
+    KW·C bytes — 9 bytes (a first layer's 3x3x3) as one constant-size copy, word moves instead of a
+    byte loop."""
+    batch, height, width, channels = x.shape
+    depth = out.shape[1]
+    span = kw * channels
+    src, dst = x.reshape(-1), out.reshape(-1)
+    row = width * channels
+    for n in range(batch):
+        for oy in range(oh):
+            for i in range(kh):
+                iy = oy * sh - pt + i * dh
+                base = ((n * oh + oy) * ow) * depth + i * span
+                if iy < 0 or iy >= height:
+                    for ox in range(ow):
+                        o = base + ox * depth
+                        for k in range(span):
+                            dst[_u(o + k)] = pad
+                    continue
+                r = (n * height + iy) * row
+                for ox in range(ow):
+                    left = ox * sw - pl
+                    o = base + ox * depth
+                    if dw == 1 and left >= 0 and left + kw <= width:
+                        if span == 9:
+                            _COPY9(dst, o, src, r + left * channels)
+                        else:
+                            a = r + left * channels
+                            for k in range(span):
+                                dst[_u(o + k)] = src[_u(a + k)]
+                        continue
+                    for j in range(kw):
+                        ix = left + j * dw
+                        if 0 <= ix < width:
+                            a = r + ix * channels
+                            for c in range(channels):
+                                dst[_u(o + j * channels + c)] = src[_u(a + c)]
+                        else:
+                            for c in range(channels):
+                                dst[_u(o + j * channels + c)] = pad

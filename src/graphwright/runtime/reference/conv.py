@@ -418,13 +418,12 @@ def _vnni_window_runner(ctx: OpContext, plan: _Plan, x: np.ndarray, g: Geometry,
         vnni = ctx.cache["vnni"] = None if q_in is None else VnniGemm.build(matrix, q_in.zp, plan.fast.native[1])
     if vnni is None or q_in is None:
         return None
-    im2col, rows = kernels().im2col_bytes, g.n * g.oh * g.ow
+    im2col, rows = kernels().im2col_rows, g.n * g.oh * g.ow
     matrix_rows = np.zeros((rows, depth), np.int8)  # the padding columns stay 0 (their weights are 0)
-    columns = matrix_rows[:, :span].reshape(g.n, g.oh, g.ow, g.kh, g.kw * g.co).view(np.uint8)
-    pad, out_dtype, out_shape = np.uint8(q_in.zp & 0xFF), ctx.out_dtype(), (g.n, g.oh, g.ow, channels)
+    pad, out_dtype, out_shape = np.int8(q_in.zp), ctx.out_dtype(), (g.n, g.oh, g.ow, channels)
 
     def run(v: np.ndarray) -> np.ndarray:
-        im2col(np.ascontiguousarray(v).view(np.uint8), np.uint8(0), pad, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, columns)
+        im2col(np.ascontiguousarray(v), g.kh, g.kw, pad, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow, matrix_rows)
         y = np.empty(out_shape, out_dtype)
         vnni(matrix_rows, y.reshape(rows, channels))  # type: ignore[misc]
         return y
