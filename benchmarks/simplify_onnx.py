@@ -569,6 +569,49 @@ def corpus_main(args: argparse.Namespace, tools: tuple[str, ...]) -> int:
     return 0
 
 
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def calls_main(args: argparse.Namespace) -> int:
+    """graphwright's and onnxsim's simplify calls alone (load + simplify + save, no imports), in this
+    one process, interleaved round by round; process CPU time, the best of ``--calls`` rounds.
+
+    The corpus run times each tool in a fresh process, imports included: onnxsim 0.8.1's import
+    (torch, sympy) is most of its time there; this is the comparison without it.
+    """
+    import fnmatch
+
+    import onnx
+    import onnxsim
+
+    from graphwright.formats import onnx as onnx_format
+    from graphwright.simplify import simplify
+
+    corpus = _corpus()
+    globs = [g for g in args.models_glob.split(",") if g] or ["*"]
+    names = list(dict.fromkeys(n for g in globs for n in corpus.NAMES if fnmatch.fnmatch(n, g)))  # type: ignore[attr-defined]
+    print(f"{'model':45s} {'graphwright cpu s':>18s} {'onnxsim cpu s':>14s} {'ratio':>6s}")
+    with tempfile.TemporaryDirectory(prefix="gw-calls-") as tmp:
+        for name in names:
+            src = str(corpus.corpus_model(name).path)  # type: ignore[attr-defined]
+            best = {"graphwright": float("inf"), "onnxsim": float("inf")}
+            for _ in range(args.calls):
+                for tool in best:
+                    start = _cpu_seconds()
+                    if tool == "graphwright":
+                        model, _report = simplify(src)
+                        onnx_format.save(model, str(Path(tmp) / "gw.onnx"))
+                    else:
+                        proto, _ok = onnxsim.simplify(onnx.load(src))
+                        onnx.save(proto, str(Path(tmp) / "onnxsim.onnx"))
+                    best[tool] = min(best[tool], _cpu_seconds() - start)
+            print(f"{name:45s} {best['graphwright']:18.2f} {best['onnxsim']:14.2f} "
+                  f"{best['graphwright'] / best['onnxsim']:6.2f}", flush=True)
+    return 0
+
+
 def write_peers_json(rows: list[dict[str, object]], path: Path, versions: dict[str, object]) -> None:
     """Each model's best peer count (and every peer's), for ``tests/simplify/test_corpus.py``."""
     old = json.loads(path.read_text()) if path.exists() else {}
@@ -685,6 +728,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-runs", type=int, default=30, help="with --corpus: runs per latency median")
     parser.add_argument("--peers-json", help="with --corpus: update the peers' counts the tests compare with")
     parser.add_argument("--markdown-from", help="print the corpus tables of a saved --corpus --json file and exit")
+    parser.add_argument("--calls", type=int, default=0, metavar="ROUNDS",
+                        help="with --corpus: time graphwright's and onnxsim's simplify calls alone, in one process, "
+                             "interleaved (CPU time, best of ROUNDS; imports excluded)")
     args = parser.parse_args(argv)
     if args.peer_suite:
         sys.path.insert(0, str(REPO))
@@ -695,6 +741,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown_from:
         print(corpus_markdown(json.loads(Path(args.markdown_from).read_text())["rows"], tools), end="")
         return 0
+    if args.corpus and args.calls:
+        return calls_main(args)
     if args.corpus:
         return corpus_main(args, tools)
     versions = {tool: _installed(tool) for tool in tools}
