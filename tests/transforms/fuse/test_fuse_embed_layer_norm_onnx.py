@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
 import graphwright.transforms.fuse.fuse_embed_layer_norm_onnx  # noqa: F401 - registers fuse_embed_layer_norm
 from graphwright.formats import onnx as onnx_format

@@ -55,11 +55,10 @@ import onnx.inliner
 
 from ...errors import ModelLoadError, ModelSaveError, TransformError
 from ...ir import AttrKind, DType, Graph, Model, Node, Shape, Tensor, Value, all_graphs, subgraphs
-from .dtypes import dtype_from_onnx, onnx_code
+from .dtypes import dtype_from_onnx, onnx_code, storage_nbytes
+from .meta import NODE_SHELL, UNTYPED_ATTRS
 from .reader import from_proto
 from .saving import to_proto
-from .dtypes import storage_nbytes
-from .meta import NODE_SHELL, UNTYPED_ATTRS
 from .tensors import ProtoEntry, TensorEntry, header_protos
 from .writer import Builder
 

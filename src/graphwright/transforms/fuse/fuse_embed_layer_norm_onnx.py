@@ -49,7 +49,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir import Attr, DType, Model, Node, Value, constant_value
-from ...patterns import CONST, ANY, Match, P, Pattern, Replacement, RuleSet, Skip, why_not_closed
+from ...patterns import ANY, CONST, Match, P, Pattern, Replacement, RuleSet, Skip, why_not_closed
 from .._onnx import Names
 from ..context import TransformContext
 from ..registry import TransformResult, transform
