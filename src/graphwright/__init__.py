@@ -34,7 +34,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     """``quantize`` is imported on first use: the calibration stack costs every other command's start."""
     if name == "quantize":
-        from .quantize import quantize
+        from .quantize import quantize  # lazy: the calibration stack loads only for quantize
 
         return quantize
     raise AttributeError(f"module 'graphwright' has no attribute {name!r}")
