@@ -36,6 +36,7 @@ import numpy as np
 from .. import formats
 from ..errors import TransformError
 from ..ir import Model
+from ..transforms.quantize._gptq_onnx import collect_hessians, hessian_inputs
 from ..transforms.quantize.dynamic_onnx import quantize_dynamic_onnx
 from ..transforms.quantize.dynamic_tflite import quantize_dynamic_tflite
 from ..transforms.quantize.options import QuantOptions, Ranges, load_ranges, resolve_ranges
@@ -92,7 +93,7 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
              keep_float: int | str | None = None, minimum_size: int = DEFAULT_MINIMUM_SIZE,
              report: bool = True, on_progress: Progress | None = None,
              collect: Collector | None = None, engine: str = "auto",
-             batch_size: int | None = None, int4_method: str = "mse",
+             batch_size: int | None = None, int4_method: str | None = None,
              accuracy_level: int = 4) -> tuple[Model, QuantReport]:
     """Quantize a model (see the module docstring); returns the quantized model and its report.
 
@@ -112,6 +113,8 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     if bits not in (4, 8) or (bits == 4 and (original.format, kind) != ("onnx", "weights")):
         raise TransformError(f"bits={bits}: 4-bit weights are for ONNX --mode weights only; otherwise use 8")
     keep = _keep_float(keep_float)
+    if int4_method is None:  # GPTQ when the caller gives data (it needs the layers' inputs), else mse
+        int4_method = "gptq" if bits == 4 and (data is not None or samples is not None) else "mse"
     options = _options(original.format, mode, activation_type=activation_type, weight_type=weight_type, bits=bits,
                        per_channel=per_channel, symmetric_activations=symmetric_activations, io_type=io_type,
                        block_size=block_size, target=target, exclude_ops=exclude_ops, exclude_nodes=exclude_nodes,
@@ -120,24 +123,30 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
     out = QuantReport(original.format, mode, method=method if kind == "static" and given is None else None,
                       excluded_ops=sorted(options.exclude_ops), excluded_nodes=sorted(options.exclude_nodes))
     needs_ranges = kind == "static" and given is None
+    gptq = kind == "weights" and original.format == "onnx" and options.weight_type in ("int4", "uint4") \
+        and options.int4_method == "gptq"
     if kind == "static" and original.format == "tflite":
         check_static_tflite(original, options)  # an already-quantized model is refused before calibrating
     source = None
-    if needs_ranges or report or keep is not None:
+    if needs_ranges or gptq or report or keep is not None:
         if calibration_samples is None:  # every sample given (streamed), or the synthetic default
             given_data = data is not None or samples is not None
             calibration_samples = UNLIMITED if given_data else SYNTHETIC_CALIBRATION_SAMPLES
-        source = _SampleSource(original, data, samples, calibration_samples if needs_ranges else 0,
+        source = _SampleSource(original, data, samples, calibration_samples if needs_ranges or gptq else 0,
                                eval_samples if report else 0, seed, out)
     table = given if given is not None else {}
     if needs_ranges:
         assert source is not None
         table = _calibrate(original, method, options, source, out, on_progress, collect,
                            {"engine": engine, "batch_size": batch_size})
+    hessians = None
+    if gptq:
+        assert source is not None
+        hessians = _hessians(original, options, minimum_size, source, out, on_progress)
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
     model = clone_model(original)
-    _record(out, _apply(model, kind, table, options, minimum_size), original, model, options)
+    _record(out, _apply(model, kind, table, options, minimum_size, hessians), original, model, options)
     out.ranges = dict(table)
     out.quantize_seconds = time.perf_counter() - started
     out.size_before, out.size_after = model_bytes(original), model_bytes(model)
@@ -208,14 +217,30 @@ def _options(fmt: str, mode: str, *, activation_type: str | None, weight_type: s
     return QuantOptions.build(activation_type=act, weight_type=weights, **kwargs)
 
 
-def _apply(model: Model, kind: str, table: Ranges, options: QuantOptions, minimum_size: int) -> TransformResult:
+def _hessians(model: Model, options: QuantOptions, minimum_size: int, source: _SampleSource, out: QuantReport,
+              on_progress: Progress | None) -> dict[str, np.ndarray]:
+    """GPTQ's per-weight input Hessians over the calibration samples (streamed, on onnxruntime)."""
+    start = time.perf_counter()
+    total = 0 if source.calibration_count == UNLIMITED else source.calibration_count
+    progress = _phase(on_progress, "calibrating (GPTQ)", total=total)
+    hessians, count = collect_hessians(model, source.calibration(), hessian_inputs(model, minimum_size, options),
+                                       on_sample=None if progress is None else lambda n: progress(n, 0, "sample"))
+    out.calibration_samples = count
+    out.calibration_seconds = time.perf_counter() - start
+    if count == 0:
+        raise TransformError("no calibration samples: the data gave none (check --data or the samples)")
+    return hessians
+
+
+def _apply(model: Model, kind: str, table: Ranges, options: QuantOptions, minimum_size: int,
+           hessians: Mapping[str, np.ndarray] | None = None) -> TransformResult:
     onnx = model.format == "onnx"
     if kind == "static":
         return (quantize_static_onnx if onnx else quantize_static_tflite)(model, table, options)
     if kind == "dynamic":
         return (quantize_dynamic_onnx if onnx else quantize_dynamic_tflite)(model, options)
     if onnx:
-        return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options)
+        return quantize_onnx_initializers(model, minimum_size=minimum_size, options=options, hessians=hessians)
     if options.weight_type == "float16":
         return quantize_weights_float16_tflite(model)
     return quantize_weights_tflite(model, options)

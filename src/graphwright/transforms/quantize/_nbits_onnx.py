@@ -25,6 +25,8 @@ then the scale is refitted by least squares to the chosen codes.  Each block's e
 ``rtn``'s; on Gaussian weights (blocks of 128) the weight SQNR rises by ~0.5 dB (19.73 -> 20.24 on
 GPT-2's lm_head), outliers clip.  ``mse`` computes the ``DequantizeLinear`` codes and gives
 ``MatMulNBits`` the same ones (plus 8 when symmetric): both forms dequantize to the same weights.
+``gptq`` (:mod:`._gptq_onnx`): the same blocks, codes chosen with the layer's input Hessian
+(a weight without one falls back to ``mse``).
 Work happens on ``W.T`` (one column's blocks contiguous), in chunks that stay in cache.  O(K·N);
 ``mse`` ~2x ``rtn``'s time.
 """
@@ -37,6 +39,7 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import DType, Graph, Tensor, Value
 from .._onnx import Names, is_standard
+from ._gptq_onnx import gptq_levels
 
 __all__ = ["FOURBIT_OPSET", "check_opset_raise", "dq_blocks", "int4_tensor", "move_reduce_axes", "nbits_blocks"]
 
@@ -60,7 +63,7 @@ _CHANGED_AT = {
 #: Factors of a block's range tried by the ``mse`` method (1 first: onnxruntime's range wins ties).
 MSE_SHRINK = (1.0, 0.92, 0.85)
 #: Block scale methods: ``rtn`` (onnxruntime's round-to-nearest of the block's range) and ``mse``.
-METHODS = ("rtn", "mse")
+METHODS = ("rtn", "mse", "gptq")
 
 #: Elements quantized per step (rows of ``W.T``): the working set of one step stays in cache.
 _CHUNK_ELEMENTS = 1 << 18
@@ -94,7 +97,7 @@ def _reciprocal(scale: np.ndarray) -> np.ndarray:
 
 
 def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool,
-              method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              method: str = "rtn", hessian: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of ``w[K, N]``: (codes ``[N, kb, block]`` uint8 — the ``DequantizeLinear`` int4 values as their
     two's-complement nibbles when signed; past K the last row's codes —, scales ``[N, kb]``, zero points
     ``[N, kb]`` float32), ``nbits`` choosing MatMulNBits' unsigned form (zero point added before rounding,
@@ -104,6 +107,14 @@ def _quantize(w: np.ndarray, block_size: int, symmetric: bool, *, nbits: bool,
     k, n = w.shape
     kb = -(-k // block_size)
     unsigned = nbits or not symmetric
+    if method == "gptq" and hessian is not None:  # the layer's inputs were seen: GPTQ (else mse)
+        x, scale, zp = gptq_levels(w, hessian, block_size, symmetric)
+        if nbits and symmetric:
+            x += np.float32(8)
+            zp = np.full(scale.shape, 8, np.float32)
+        return (x.astype(np.uint8) if unsigned else x.astype(np.int8).view(np.uint8)), scale, zp
+    if method == "gptq":
+        method = "mse"
     qmin, qmax = (0, 15) if unsigned else (-8, 7)
     codes = np.empty((n, kb, block_size), np.uint8)
     scales = np.empty((n, kb), np.float32)
@@ -191,22 +202,22 @@ def _mse_block(blocks: np.ndarray, lo: np.ndarray, hi: np.ndarray, symmetric: bo
     return x, refit, best_zp.astype(np.float32)
 
 
-def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool,
-              method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def dq_blocks(w: np.ndarray, block_size: int, symmetric: bool, method: str = "rtn",
+              hessian: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``DequantizeLinear(axis=0, block_size)`` form: (codes ``[K, N]`` int8 holding int4/uint4 values,
     float32 scales ``[kb, N]``, zero points ``[kb, N]`` or None when symmetric)."""
     k, n = np.shape(w)
-    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False, method=method)
+    codes, scale, zp = _quantize(w, block_size, symmetric, nbits=False, method=method, hessian=hessian)
     codes = np.ascontiguousarray(codes.reshape(n, -1)[:, :k].view(np.int8).T)
     return codes, np.ascontiguousarray(scale.T), None if symmetric else np.ascontiguousarray(zp.T.astype(np.int8))
 
 
-def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool,
-                 method: str = "rtn") -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def nbits_blocks(w: np.ndarray, block_size: int, symmetric: bool, method: str = "rtn",
+                 hessian: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``com.microsoft.MatMulNBits`` (bits=4) inputs: (packed ``[N, kb, block_size/2]`` uint8, float32 scales
     ``[N, kb]``, packed zero points ``[N, ceil(kb/2)]`` uint8 or None when symmetric).  Low nibble first."""
     k = np.shape(w)[0]
-    nibbles, scale, zp = _quantize(w, block_size, symmetric, nbits=True, method=method)  # [N, kb, block]
+    nibbles, scale, zp = _quantize(w, block_size, symmetric, nbits=True, method=method, hessian=hessian)  # [N, kb, block]
     if k % block_size:
         nibbles[:, -1, k % block_size:] = 0
     packed = nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)

@@ -45,7 +45,8 @@ class QuantOptions:
     its contrib ops (``MatMulNBits``, com.microsoft int16 Q/DQ below opset 21).
     ``int4_method`` (ONNX 4-bit weights): ``mse`` picks each block's scale to minimise its squared
     weight error (never above round-to-nearest's); ``rtn`` is onnxruntime's ``MatMulNBitsQuantizer``
-    (round-to-nearest of the block's range: the same bytes).
+    (round-to-nearest of the block's range: the same bytes); ``gptq`` chooses the codes with each layer's
+    input Hessian from calibration data (:mod:`._gptq_onnx`; layers without one: ``mse``).
     ``accuracy_level`` (ONNX 4-bit, ``target="onnxruntime"``): ``MatMulNBits``' attribute — 4 (default)
     lets onnxruntime compute with int8 activations quantized per block at run time (~1.7x faster on
     CPU than float, -0.03 dB output SQNR on GPT-2 / BERT-base), 0 leaves it unset (float32 compute,
@@ -77,8 +78,8 @@ class QuantOptions:
             raise TransformError(f"block_size must be a power of two >= 16, got {self.block_size}")
         if self.target not in ("generic", "onnxruntime"):
             raise TransformError(f"target must be generic or onnxruntime, got {self.target!r}")
-        if self.int4_method not in ("rtn", "mse"):
-            raise TransformError(f"int4_method must be rtn or mse, got {self.int4_method!r}")
+        if self.int4_method not in ("rtn", "mse", "gptq"):
+            raise TransformError(f"int4_method must be rtn, mse or gptq, got {self.int4_method!r}")
         if self.accuracy_level not in (0, 1, 2, 3, 4):
             raise TransformError(f"accuracy_level must be 0 (unset), 1, 2, 3 or 4, got {self.accuracy_level!r}")
 

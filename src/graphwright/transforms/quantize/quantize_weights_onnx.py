@@ -41,6 +41,7 @@ Each MatMul/Gemm weight that cannot be quantized gets a note.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,10 +72,12 @@ def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np
     return codes, np.asarray(scale, np.float32)
 
 
-def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: QuantOptions | None = None) -> TransformResult:
-    """The ONNX side of ``quantize_weights`` (see the module docstring)."""
+def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: QuantOptions | None = None,
+                               hessians: Mapping[str, np.ndarray] | None = None) -> TransformResult:
+    """The ONNX side of ``quantize_weights`` (see the module docstring); ``hessians`` (4-bit
+    ``int4_method="gptq"``): ``{weight name: H[K, K]}`` of :func:`._gptq_onnx.collect_hessians`."""
     if options is not None and options.weight_type in ("int4", "uint4"):
-        return _quantize_matmuls_4bit(model, minimum_size, options)
+        return _quantize_matmuls_4bit(model, minimum_size, options, hessians or {})
     if options is not None and options.weight_type != "int8":
         raise TransformError(f"quantize_weights on ONNX stores int8, int4 or uint4 weights, not {options.weight_type}")
     opset = opset_version(model, default=PER_CHANNEL_OPSET)  # none imported: as before, assume 13
@@ -141,16 +144,24 @@ class _FourBit:
     done: dict[tuple[Value, bool], list[Value]] = field(default_factory=dict)  # (weight, transposed) -> inputs
     notes: list[str] = field(default_factory=list)
     elements: int = 0
+    hessians: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    def hessian(self, weight: Value, site: _Site) -> np.ndarray | None:
+        return self.hessians.get(weight.name) if site.index == 1 else None
 
 
-def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOptions) -> TransformResult:
+def _quantize_matmuls_4bit(model: Model, minimum_size: int, options: QuantOptions,
+                           hessians: Mapping[str, np.ndarray]) -> TransformResult:
     graphs = list(all_graphs(model))
     candidates = [(graph, node) for graph in graphs for node in graph if node.op in _FOURBIT_OPS and is_standard(node)]
     generic = options.target == "generic"
     opset = opset_version(model, default=FOURBIT_OPSET)
     if generic:
         check_opset_raise(opset, {node.op for graph in graphs for node in graph if is_standard(node)})
-    run = _FourBit(model, options, options.weight_type == "int4" and options.symmetric_weights, Names(model))
+    run = _FourBit(model, options, options.weight_type == "int4" and options.symmetric_weights, Names(model),
+                   hessians=hessians)
+    if options.int4_method == "gptq" and not hessians:
+        run.notes.append("int4_method gptq without calibration Hessians: every weight quantized by mse")
     others = sum(1 for graph in graphs for v in graph.initializers
                  if v.const is not None and v.const.dtype is DType.FLOAT32 and v.const.size >= max(minimum_size, 1)
                  and v.users() and all(u.op not in _FOURBIT_OPS for u in v.users()))
@@ -273,7 +284,7 @@ def _dequantize_linear(run: _FourBit, graph: Graph, node: Node, site: _Site) -> 
     weight, key = node.inputs[site.index], (node.inputs[site.index], site.transposed)
     if key not in run.done:
         codes, scale, zp = dq_blocks(_blocks_of(run, weight, site.transposed), run.options.block_size, run.symmetric,
-                                     run.options.int4_method)
+                                     run.options.int4_method, run.hessian(weight, site))
         if site.transposed:  # stored [N, K]: blocks along axis 1
             codes, scale, zp = codes.T, scale.T, None if zp is None else zp.T
         inputs = [_add(run, graph, f"{weight.name}_DQ_Q4", int4_tensor(np.ascontiguousarray(codes), run.symmetric)),
@@ -297,7 +308,8 @@ def _matmul_nbits(run: _FourBit, graph: Graph, node: Node, site: _Site) -> None:
     w = _blocks_of(run, weight, site.transposed)
     k, n = w.shape
     if key not in run.done:
-        packed, scale, zp = nbits_blocks(w, run.options.block_size, run.symmetric, run.options.int4_method)
+        packed, scale, zp = nbits_blocks(w, run.options.block_size, run.symmetric, run.options.int4_method,
+                                         run.hessian(weight, site))
         inputs = [_add(run, graph, f"{weight.name}_Q4", Tensor.from_numpy(packed, DType.UINT8)),
                   _add(run, graph, f"{weight.name}_scales", Tensor.from_numpy(scale, DType.FLOAT32))]
         if zp is not None:
