@@ -238,7 +238,7 @@ def vnni_exact() -> bool:
     int64 numpy on operands at the extremes and random ones, with every row and column remainder —
     checked once per process; False on any failure (another CPU, a numba that cannot compile it)."""
     try:
-        import llvmlite.binding as llvm  # numba's
+        import llvmlite.binding as llvm  # lazy: numba is optional; its LLVM binding only for this check
 
         features = llvm.get_host_cpu_features()
         if not (features.get("avx512vnni") and features.get("avx512bw") and features.get("avx512f")):
