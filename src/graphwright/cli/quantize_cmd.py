@@ -72,8 +72,9 @@ def add_parser(sub: Any) -> None:
                    help="TFLite full-integer: type of the model's inputs and outputs (default float32)")
     p.add_argument("--bits", type=int, choices=(4, 8), default=8, help="ONNX weights: 8 or 4 (blockwise) bits")
     p.add_argument("--block-size", type=int, default=128, metavar="N", help="block size of 4-bit weights (default 128)")
-    p.add_argument("--int4-method", choices=("mse", "rtn"), default="mse",
-                   help="4-bit block scales: mse (least squared weight error, default) or rtn (onnxruntime's "
+    p.add_argument("--int4-method", choices=("gptq", "mse", "rtn"), default=None,
+                   help="4-bit codes: gptq (GPTQ on the calibration data: each layer's output error; default with "
+                        "--data), mse (least squared weight error; default without data) or rtn (onnxruntime's "
                         "MatMulNBitsQuantizer round-to-nearest, the same bytes)")
     p.add_argument("--accuracy-level", type=int, choices=(0, 1, 2, 3, 4), default=4,
                    help="4-bit --target onnxruntime: MatMulNBits' accuracy_level (4, default: int8 activations at run "
