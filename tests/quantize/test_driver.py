@@ -253,8 +253,8 @@ def test_onnx_modes_report_what_onnxruntime_runs(tmp_path: Path, mode: str, kwar
     if mode == "static":
         assert report.calibration_samples == 40 and report.method == kwargs["method"] and report.ranges
         assert report.calibration_seconds > 0
-    else:
-        assert report.calibration_samples == 0 and report.method is None
+    else:  # 4-bit weights given data: GPTQ (the default then) calibrates on them, no ranges
+        assert report.calibration_samples == 40 and report.method is None and not report.ranges
     ops = {node.op_type for node in onnx.load(out).graph.node}
     assert ("MatMulNBits" in ops) == (kwargs.get("target") == "onnxruntime")
 

@@ -145,40 +145,55 @@ def quantize(model_or_path: Model | str | os.PathLike[str], *, mode: str, data: 
         hessians = _hessians(original, options, minimum_size, source, out, on_progress)
     if keep is not None and source is not None:
         options = _sensitivity(original, kind, table, options, minimum_size, source, keep, out, on_progress)
-    model = clone_model(original)
-    _record(out, _apply(model, kind, table, options, minimum_size, hessians), original, model, options)
+    # the float model is needed afterwards only for the report (or when it is the caller's): else quantize it
+    # in place, and skip the sizes (each a serialization)
+    copy = report or isinstance(model_or_path, Model)
+    before = _Before(original, options)
+    model = clone_model(original) if copy else original
+    _record(out, _apply(model, kind, table, options, minimum_size, hessians), before, model, options)
     out.ranges = dict(table)
     out.quantize_seconds = time.perf_counter() - started
-    out.size_before, out.size_after = model_bytes(original), model_bytes(model)
+    if copy:
+        out.size_before, out.size_after = model_bytes(original), model_bytes(model)
     out.runtime = "onnxruntime" if model.format == "onnx" else "litert"
     if report and source is not None:
         _evaluate(original, model, source, out, on_progress)
     return model, out
 
 
-def _record(out: QuantReport, result: TransformResult, original: Model, model: Model, options: QuantOptions) -> None:
+class _Before:
+    """What :func:`_record` needs of the float model, taken before the transform (which may run in place)."""
+
+    def __init__(self, original: Model, options: QuantOptions) -> None:
+        self.names = {node.name for node in original.graph}
+        self.ops = {node.op for node in original.graph}
+        wanted = set(options.exclude_nodes)
+        self.kept = {name: op for name, op, _tensor in weighted_layers(original) if name in wanted} if wanted else {}
+
+
+def _record(out: QuantReport, result: TransformResult, before: _Before, model: Model, options: QuantOptions) -> None:
     """The transform's counts and notes in the report, and a warning for what it did not do."""
     out.stats, out.notes = dict(result.stats), [*out.notes, *result.notes]
     if not result.changed:
         out.warnings.append("nothing was quantized (see the notes)")
-    unknown = sorted(set(options.exclude_nodes) - {node.name for node in original.graph})
+    unknown = sorted(set(options.exclude_nodes) - before.names)
     if unknown:
         out.warnings.append(f"{len(unknown)} node(s) to exclude are not in the model: {', '.join(unknown[:5])}")
-    known_ops = {node.op for node in original.graph}
+    known_ops = before.ops
     if options.exclude_ops - known_ops:
         out.warnings.append(f"op(s) to exclude that no node has: {', '.join(sorted(options.exclude_ops - known_ops))}")
-    quantized_anyway = _not_float(original, model, options.exclude_nodes)
+    quantized_anyway = _not_float(before.kept, model)
     if quantized_anyway:
         out.warnings.append(f"{len(quantized_anyway)} node(s) to be kept float had their weights quantized anyway "
                             f"(the {out.mode} transform does not honour exclusions for them): "
                             f"{', '.join(quantized_anyway[:5])}")
 
 
-def _not_float(original: Model, model: Model, names: Iterable[str]) -> list[str]:
-    """Of the layers ``names`` of ``original``, those that are not, in ``model``, the same node
-    (name and op) still reading its float weights."""
-    wanted = set(names)
-    before = {name: op for name, op, _tensor in weighted_layers(original) if name in wanted}
+def _not_float(before: Mapping[str, str], model: Model) -> list[str]:
+    """Of the layers ``before`` (name: op) of the float model to be kept float, those that are not, in
+    ``model``, the same node (name and op) still reading its float weights."""
+    if not before:
+        return []
     after = {name: op for name, op, _tensor in weighted_layers(model)}
     return sorted(name for name, op in before.items() if after.get(name) != op)
 

@@ -35,6 +35,8 @@ __all__ = ["DAMP", "collect_hessians", "gptq_levels", "hessian_inputs"]
 DAMP = 0.01
 #: Rows per rank-1 sub-block (the rest of the update is one matrix product).
 _SUB = 32
+#: Activation rows gathered per Hessian update (memory: _ROWS x K floats per layer input).
+_ROWS = 1024
 #: Triangular blocks inverted directly below this size (recursion above).
 _DIRECT = 256
 
@@ -68,6 +70,15 @@ def collect_hessians(model: Model, samples: Iterable[Mapping[str, np.ndarray]], 
     for weight, (name, _k) in inputs.items():
         by_input.setdefault(name, []).append(weight)
     sums: dict[str, np.ndarray] = {}
+    rows: dict[str, list[np.ndarray]] = {}
+
+    def flush(name: str) -> None:  # one product per _ROWS rows: the K x K sum is read and written once for them
+        x = np.concatenate(rows.pop(name))
+        if name in sums:
+            sums[name] += x.T @ x
+        else:
+            sums[name] = x.T @ x
+
     session = prepare_intermediates(model, list(by_input))
     count = 0
     try:
@@ -81,16 +92,17 @@ def collect_hessians(model: Model, samples: Iterable[Mapping[str, np.ndarray]], 
                 if x.ndim == 0 or x.shape[-1] != k:
                     continue
                 x = x.reshape(-1, k)
-                x = x[np.isfinite(x).all(axis=1)]
-                if name in sums:
-                    sums[name] += x.T @ x
-                else:
-                    sums[name] = x.T @ x
+                pending = rows.setdefault(name, [])
+                pending.append(x[np.isfinite(x).all(axis=1)])
+                if sum(len(p) for p in pending) >= _ROWS:
+                    flush(name)
             count += 1
             if on_sample is not None:
                 on_sample(count)
     finally:
         session.close()
+    for name in list(rows):
+        flush(name)
     return {w: sums[name] for name, weights in by_input.items() if name in sums for w in weights}, count
 
 
