@@ -636,8 +636,8 @@ def test_4bit_cli_int4_method_and_pipeline_option(tmp_path) -> None:
                             f"int4_method={method})")
         gw.save(model, tmp_path / f"p-{method}.onnx")
         assert (_raw_initializers(tmp_path / f"p-{method}.onnx") == theirs) == (method == "rtn")
-    with pytest.raises(TransformError, match="int4_method must be rtn or mse"):
-        gw.transform(gw.load(src), "quantize_weights(bits=4, int4_method=gptq)")
+    with pytest.raises(TransformError, match="int4_method must be rtn, mse or gptq"):
+        gw.transform(gw.load(src), "quantize_weights(bits=4, int4_method=awq)")
 
 
 def test_4bit_matmul_nbits_accuracy_level(tmp_path) -> None:
