@@ -43,8 +43,8 @@ _DIRECT = 256
 
 def hessian_inputs(model: Model, minimum_size: int, options: object) -> dict[str, tuple[str, int]]:
     """Of every MatMul/Gemm whose weight becomes 4-bit as B (``[K, N]`` or ``[N, K]`` with transB):
-    ``{weight name: (input activation name, K)}``.  A weight read by several layers keeps the first
-    layer whose input has the same K (their Hessians are summed by :func:`collect_hessians`)."""
+    ``{weight name: (input activation name, K)}``, main graph only (weights in subgraphs, and a weight-first
+    MatMul's A, get ``mse``).  A weight read by several layers takes the first layer's input."""
     from .quantize_weights_onnx import _FOURBIT_OPS, _why_not_4bit  # lazy: that module imports this one's users
 
     out: dict[str, tuple[str, int]] = {}
