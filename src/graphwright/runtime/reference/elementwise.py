@@ -288,7 +288,10 @@ def mul(ctx: OpContext) -> list[np.ndarray]:
     gated = _gated_table(ctx, a, b, lambda p, q: _mul_q(ctx, p, q)) if ctx.jit else None
     if gated is not None:
         side, lookup = gated
-        return [lookup(ctx.x(side))]
+        x = ctx.x(side)
+        if side == 0:  # a function of the first input: the interpreter may call the lookup directly
+            ctx.cache["compiled"] = (x.shape, x.dtype, lookup)
+        return [lookup(x)]
     direct = _compiled_mul(ctx, a, b) if ctx.jit else None
     if direct is not None:
         return [direct]
@@ -435,6 +438,18 @@ def _byte_lookup(table: np.ndarray, jit: bool) -> Callable[[np.ndarray], np.ndar
     if not jit:
         return lambda x: table[x.view(np.uint8)]  # type: ignore[no-any-return]
     compiled = kernels()
+    vector = _vbmi_lookup() if table.dtype.itemsize == 1 and table.size == 256 else None
+    if vector is not None:  # 64 bytes per step in registers (see _vbmi_lookup)
+        bytes_ = np.ascontiguousarray(table.view(np.uint8))
+
+        def vectored(x: np.ndarray) -> np.ndarray:
+            if not x.flags.c_contiguous:
+                return table[x.view(np.uint8)]  # type: ignore[no-any-return]
+            out = np.empty(x.shape, table.dtype)
+            vector(x.reshape(-1).view(np.uint8), bytes_, out.reshape(-1).view(np.uint8))
+            return out
+
+        return vectored
     wide = None
     if table.dtype.itemsize == 1:  # 8-bit results: two of them in one uint16 entry
         pairs = np.arange(1 << 16, dtype=np.uint16).view(np.uint8).reshape(-1, 2)  # each uint16's two bytes
@@ -451,6 +466,84 @@ def _byte_lookup(table: np.ndarray, jit: bool) -> Callable[[np.ndarray], np.ndar
         return out
 
     return lookup
+
+
+_VBMI: list[Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None] = []
+
+
+def _vbmi_lookup() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None:
+    """``lookup(x, table, out)``: ``out[i] = table[x[i]]`` for flat contiguous uint8 ``x``, ``out`` and a
+    256-byte ``table``, 64 bytes per step on AVX512-VBMI: two ``vpermi2b`` (each picks from 128 table
+    bytes by the index's low 7 bits) and a select by the index's top bit — the 8-bit swish and sigmoid
+    tables of a run at ~0.02 instead of ~0.3 ns per byte.  None where LLVM does not see avx512vbmi on
+    the host or the compiled loop differs from numpy's gather on a self-test (once per process)."""
+    if _VBMI:
+        return _VBMI[0]
+    found = None
+    try:
+        import llvmlite.binding as llvm  # lazy: numba is optional
+
+        features = llvm.get_host_cpu_features()
+        if features.get("avx512vbmi") and features.get("avx512bw") and features.get("avx512f"):
+            made = _build_vbmi_lookup()
+            rng = np.random.default_rng(11)
+            ok = True
+            for size in (0, 1, 63, 64, 65, 256, 1000, 4099):
+                table = rng.integers(0, 256, 256).astype(np.uint8)
+                x = np.concatenate([np.arange(256, dtype=np.uint8), rng.integers(0, 256, size).astype(np.uint8)])
+                out = np.empty_like(x)
+                made(x, table, out)
+                ok = ok and np.array_equal(out, table[x])
+            found = made if ok else None
+    except Exception:  # no VBMI-capable compile here: the scalar gather stays
+        found = None
+    _VBMI.append(found)
+    return found
+
+
+def _build_vbmi_lookup() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
+    """Compile :func:`_vbmi_lookup`'s loop (numba, an LLVM intrinsic for the 64-byte steps)."""
+    import numba
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.core.extending import intrinsic
+
+    v64 = ir.VectorType(ir.IntType(8), 64)
+
+    @intrinsic
+    def steps(typingctx, x, table, out, count):  # type: ignore[no-untyped-def]
+        sig = types.void(x, table, out, count)
+
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            def data(i: int) -> object:
+                return cgutils.create_struct_proxy(signature.args[i])(context, builder, value=args[i]).data
+
+            xp, tp, op = data(0), data(1), data(2)
+            permute = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v64, [v64, v64, v64]),
+                                                     "llvm.x86.avx512.vpermi2var.qi.512")
+            quarter = [builder.load(builder.bitcast(builder.gep(tp, [ir.Constant(ir.IntType(64), 64 * j)]),
+                                                    v64.as_pointer()), align=1) for j in range(4)]
+            with cgutils.for_range(builder, args[3]) as loop:
+                at = builder.mul(loop.index, ir.Constant(loop.index.type, 64))
+                index = builder.load(builder.bitcast(builder.gep(xp, [at]), v64.as_pointer()), align=1)
+                low = builder.call(permute, [quarter[0], index, quarter[1]])  # table[0:128] by bits 0-6
+                high = builder.call(permute, [quarter[2], index, quarter[3]])  # table[128:256]
+                top = builder.icmp_signed("<", index, ir.Constant(v64, None))  # bit 7 set
+                builder.store(builder.select(top, high, low), builder.bitcast(builder.gep(op, [at]), v64.as_pointer()),
+                              align=1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @numba.njit(nogil=True, boundscheck=False)
+    def lookup(x, table, out):  # type: ignore[no-untyped-def]
+        full = x.size // 64
+        steps(x, table, out, full)
+        for i in range(full * 64, x.size):
+            out[i] = table[x[i]]
+
+    return lookup  # type: ignore[no-any-return]
 
 
 def _relu_x(ctx: OpContext, lo: float, hi: float) -> list[np.ndarray]:

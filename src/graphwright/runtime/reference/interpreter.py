@@ -264,7 +264,7 @@ class _Plan:
                     resized = resized or self.out_shapes.get(i, shapes) != shapes
                     self.out_shapes[i] = shapes
                 if static and i in static:
-                    if node.op == "SHAPE" and i in frozen and not np.array_equal(frozen[i][0], results[0]):
+                    if node.op == "SHAPE" and i in frozen and not _same(frozen[i][0], results[0]):
                         frozen.clear()  # a shape moved (a data-dependent one): recompute what follows
                     frozen[i] = results
                     results = [a.copy() if v.name in keep else a  # type: ignore[operator]
@@ -488,6 +488,12 @@ def _sources(node: Node, fed: set[Value]) -> list[tuple[Value | None, np.ndarray
     ``(None, None)`` for omitted optional inputs; ``fed``: the graph's inputs and states."""
     return [(None, v.const.numpy()) if v is not None and v.const is not None and v not in fed
             and v.producer is None else (v, None) for v in node.inputs]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two SHAPE results alike (small integer vectors): dtype, shape and bytes, cheaper than
+    ``np.array_equal`` on every squeeze-and-excite block's SHAPE."""
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def _read(value: Value) -> np.ndarray:
