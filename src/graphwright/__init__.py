@@ -24,21 +24,12 @@ from .errors import (
 from .formats import detect_format, load, save, serialize
 from .inspect import summarize
 from .ir import Attr, DType, Graph, Model, Node, Tensor, Value
+from .quantize import quantize
 from .simplify import simplify
 from .transforms import PipelineReport, TransformResult, run_pipeline
 from .transforms import transform as register_transform
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> object:
-    """``quantize`` is imported on first use: the calibration stack costs every other command's start."""
-    if name == "quantize":
-        from .quantize import quantize  # lazy: the calibration stack loads only for quantize
-
-        return quantize
-    raise AttributeError(f"module 'graphwright' has no attribute {name!r}")
-
 
 #: Apply a ``--transforms`` pipeline to a model in place (alias of ``run_pipeline``).
 transform = run_pipeline
