@@ -140,47 +140,51 @@ def gptq_levels(w: np.ndarray, hessian: np.ndarray, block_size: int, symmetric: 
     h = np.array(hessian, np.float64)  # damped in float64, factored in float32 (as GPTQ's GPU code)
     if h.shape != (k, k):
         raise ValueError(f"Hessian of shape {h.shape} for a weight with K={k}")
-    work = np.array(w.T, np.float32)  # [N, K]: one row of W is a column here
+    work = np.array(w, np.float32)  # [K, N], updated in place
     diag = np.diagonal(h).copy()
     dead = ~(diag > 0)
     h[dead, dead] = 1.0
-    work[:, dead] = 0.0
+    work[dead] = 0.0
     h[np.diag_indices(k)] += damp * float(np.mean(np.diagonal(h)))
     u = _inverse_upper_factor(h.astype(np.float32))
-    levels = np.zeros((n, kb, block_size), np.float32)
+    levels = np.zeros((kb, block_size, n), np.float32)  # rows of W contiguous (N wide) while they are updated
     scales = np.empty((n, kb), np.float32)
     zps = np.empty((n, kb), np.float32)
     for b in range(kb):
         i1, i2 = b * block_size, min(k, (b + 1) * block_size)
         width = i2 - i1
         group = np.empty((n, 1, block_size), np.float32)
-        group[:, 0, :width] = work[:, i1:i2]
+        group[:, 0, :width] = work[i1:i2].T
         group[:, 0, width:] = group[:, 0, width - 1:width]
         lo = np.minimum(group.min(axis=2), np.float32(0))
         hi = np.maximum(group.max(axis=2), np.float32(0))
         _x, scale, zp = _mse_block(group, lo, hi, symmetric, pad=block_size - width)
         s, z = scale[:, 0], zp[:, 0]
         inv = np.where(s != 0, np.float32(1) / np.where(s != 0, s, np.float32(1)), np.float32(0)).astype(np.float32)
-        q_lo, q_hi = (np.full(n, -8, np.float32), np.full(n, 7, np.float32)) if symmetric else (-z, np.float32(15) - z)
-        block = work[:, i1:i2]  # a view: updated in place
-        errs = np.empty((n, width), np.float32)
+        q_lo, q_hi = (np.float32(-8), np.float32(7)) if symmetric else (-z, np.float32(15) - z)
+        block = work[i1:i2]  # a view: updated in place
+        errs = np.empty((width, n), np.float32)
         ub = u[i1:i2, i1:i2]
         for j1 in range(0, width, _SUB):
             j2 = min(width, j1 + _SUB)
             for j in range(j1, j2):
-                col = block[:, j]
-                q = np.clip(np.rint(col * inv), q_lo, q_hi)
-                levels[:, b, j] = q + (0 if symmetric else z)
-                e = (col - q * s) / ub[j, j]
-                errs[:, j] = e
+                row = block[j]
+                q = np.rint(row * inv)
+                np.clip(q, q_lo, q_hi, out=q)
+                levels[b, j] = q if symmetric else q + z
+                e = errs[j]
+                np.multiply(q, s, out=e)
+                np.subtract(row, e, out=e)
+                e *= np.float32(1) / ub[j, j]
                 if j + 1 < j2:
-                    block[:, j + 1:j2] -= np.outer(e, ub[j, j + 1:j2])
+                    block[j + 1:j2] -= ub[j, j + 1:j2, None] * e
             if j2 < width:
-                block[:, j2:] -= errs[:, j1:j2] @ ub[j1:j2, j2:]
+                block[j2:] -= ub[j1:j2, j2:].T @ errs[j1:j2]
         if i2 < k:
-            work[:, i2:] -= errs @ u[i1:i2, i2:]
-        scales[:, b] = scale[:, 0]
-        zps[:, b] = zp[:, 0]
+            work[i2:] -= u[i1:i2, i2:].T @ errs
+        scales[:, b] = s
+        zps[:, b] = z
         if width < block_size and not symmetric:
-            levels[:, b, width:] = zp[:, 0:1]
+            levels[b, width:] = z
+    levels = np.ascontiguousarray(levels.transpose(2, 0, 1))
     return levels, scales, zps
