@@ -36,9 +36,9 @@ import numpy as np
 from .. import formats
 from ..errors import TransformError
 from ..ir import Model
-from ..transforms.quantize._gptq_onnx import collect_hessians, hessian_inputs
 from ..transforms.quantize.dynamic_onnx import quantize_dynamic_onnx
 from ..transforms.quantize.dynamic_tflite import quantize_dynamic_tflite
+from ..transforms.quantize.gptq_onnx import collect_hessians, hessian_inputs
 from ..transforms.quantize.options import QuantOptions, Ranges, load_ranges, resolve_ranges
 from ..transforms.quantize.quantize_weights import DEFAULT_MINIMUM_SIZE
 from ..transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers

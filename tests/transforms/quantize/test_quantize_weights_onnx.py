@@ -645,8 +645,8 @@ def test_4bit_matmul_nbits_accuracy_level(tmp_path) -> None:
     with accuracy_level=0 (float32 compute); on the small GPT-2 both run on onnxruntime and the int8 compute
     changes the output by far less than the 4-bit weights do."""
     onnx = pytest.importorskip("onnx")
-    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
     from graphwright.transforms.quantize.options import QuantOptions
+    from graphwright.transforms.quantize.quantize_weights_onnx import quantize_onnx_initializers
     from tests.models.build_onnx_corpus import corpus_model
 
     src = corpus_model("hf_gpt2-ts-dyn").path

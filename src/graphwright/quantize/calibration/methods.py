@@ -201,7 +201,7 @@ def entropy_range(stats: ValueStats, *, dtype: str = "int8", symmetric: bool = F
     counts = _folded(stats)
     counts[0] -= stats.zeros  # exact zeros are quantized exactly: not part of the distribution to match
     floor = _quantile(counts, 0.0, stats.width, 1.0 - ENTROPY_MAX_CLIPPED) if counts.sum() > 0 else 0.0
-    lowest = int(math.floor(floor / stats.width))  # candidates from the floor's bin on (its left edge: T = F)
+    lowest = math.floor(floor / stats.width)  # candidates from the floor's bin on (its left edge: T = F)
     keep = entropy_threshold(counts, quantized, stride=max(1, int(stride)), lowest=lowest)
     threshold = max(keep * stats.width, floor)  # never clip more than ENTROPY_MAX_CLIPPED of the (non-zero) elements
     return _finish(stats, threshold, symmetric)

@@ -503,11 +503,11 @@ def _vbmi_lookup() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None] | Non
 
 def _build_vbmi_lookup() -> Callable[[np.ndarray, np.ndarray, np.ndarray], None]:
     """Compile :func:`_vbmi_lookup`'s loop (numba, an LLVM intrinsic for the 64-byte steps)."""
-    import numba
-    from llvmlite import ir
-    from numba import types
-    from numba.core import cgutils
-    from numba.core.extending import intrinsic
+    import numba  # lazy: numba is optional (the [fast] extra); compiled only where the host has AVX512-VBMI
+    from llvmlite import ir  # lazy: as numba
+    from numba import types  # lazy: as numba
+    from numba.core import cgutils  # lazy: as numba
+    from numba.core.extending import intrinsic  # lazy: as numba
 
     v64 = ir.VectorType(ir.IntType(8), 64)
 

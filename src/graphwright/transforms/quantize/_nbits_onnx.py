@@ -25,7 +25,7 @@ then the scale is refitted by least squares to the chosen codes.  Each block's e
 ``rtn``'s; on Gaussian weights (blocks of 128) the weight SQNR rises by ~0.5 dB (19.73 -> 20.24 on
 GPT-2's lm_head), outliers clip.  ``mse`` computes the ``DequantizeLinear`` codes and gives
 ``MatMulNBits`` the same ones (plus 8 when symmetric): both forms dequantize to the same weights.
-``gptq`` (:mod:`._gptq_onnx`): the same blocks, codes chosen with the layer's input Hessian
+``gptq`` (:mod:`.gptq_onnx`): the same blocks, codes chosen with the layer's input Hessian
 (a weight without one falls back to ``mse``).
 Work happens on ``W.T`` (one column's blocks contiguous), in chunks that stay in cache.  O(K·N);
 ``mse`` ~2x ``rtn``'s time.
@@ -39,7 +39,7 @@ import numpy as np
 from ...errors import TransformError
 from ...ir import DType, Graph, Tensor, Value
 from .._onnx import Names, is_standard
-from ._gptq_onnx import gptq_levels
+from .gptq_onnx import gptq_levels
 
 __all__ = ["FOURBIT_OPSET", "check_opset_raise", "dq_blocks", "int4_tensor", "move_reduce_axes", "nbits_blocks"]
 

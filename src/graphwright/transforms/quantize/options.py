@@ -46,7 +46,7 @@ class QuantOptions:
     ``int4_method`` (ONNX 4-bit weights): ``mse`` picks each block's scale to minimise its squared
     weight error (never above round-to-nearest's); ``rtn`` is onnxruntime's ``MatMulNBitsQuantizer``
     (round-to-nearest of the block's range: the same bytes); ``gptq`` chooses the codes with each layer's
-    input Hessian from calibration data (:mod:`._gptq_onnx`; layers without one: ``mse``).
+    input Hessian from calibration data (:mod:`.gptq_onnx`; layers without one: ``mse``).
     ``accuracy_level`` (ONNX 4-bit, ``target="onnxruntime"``): ``MatMulNBits``' attribute — 4 (default)
     lets onnxruntime compute with int8 activations quantized per block at run time (~1.7x faster on
     CPU than float, -0.03 dB output SQNR on GPT-2 / BERT-base), 0 leaves it unset (float32 compute,

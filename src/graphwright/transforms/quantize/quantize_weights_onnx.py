@@ -75,7 +75,7 @@ def symmetric_int8(values: np.ndarray, axis: int | None) -> tuple[np.ndarray, np
 def quantize_onnx_initializers(model: Model, *, minimum_size: int, options: QuantOptions | None = None,
                                hessians: Mapping[str, np.ndarray] | None = None) -> TransformResult:
     """The ONNX side of ``quantize_weights`` (see the module docstring); ``hessians`` (4-bit
-    ``int4_method="gptq"``): ``{weight name: H[K, K]}`` of :func:`._gptq_onnx.collect_hessians`."""
+    ``int4_method="gptq"``): ``{weight name: H[K, K]}`` of :func:`.gptq_onnx.collect_hessians`."""
     if options is not None and options.weight_type in ("int4", "uint4"):
         return _quantize_matmuls_4bit(model, minimum_size, options, hessians or {})
     if options is not None and options.weight_type != "int8":
