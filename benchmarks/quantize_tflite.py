@@ -20,7 +20,7 @@ Tools per mode (float input and output everywhere):
 * ``int8``: converter (``TFLITE_BUILTINS_INT8``), ai-edge-quantizer ``static_wi8_ai8``, graphwright
   int8 with minmax / entropy / percentile / mse ranges;
 * ``16x8``: converter (``EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8``),
-  ai-edge-quantizer ``static_wi8_ai16``, graphwright 16x8 (minmax);
+  ai-edge-quantizer ``static_wi8_ai16``, graphwright 16x8 with minmax / entropy / percentile / mse ranges;
 * ``dynamic``: ai-edge-quantizer ``dynamic_wi8_afp32`` vs graphwright dynamic;
 * ``weights``: ai-edge-quantizer ``weight_only_wi8_afp32`` vs graphwright weights.
 
@@ -152,10 +152,8 @@ def tools_for(mode: str) -> list[tuple[str, Callable[[Path, Path, Feeds], None] 
     if mode in _CONVERTER:
         tools.append(("converter", None))
     tools.append((f"aeq-{_AEQ_RECIPES[mode]}", aeq_tool(mode)))
-    if mode == "int8":
-        tools += [(f"graphwright-{m}", graphwright_tool("int8", m)) for m in ("minmax", "entropy", "percentile", "mse")]
-    elif mode == "16x8":
-        tools.append(("graphwright-minmax", graphwright_tool("16x8", "minmax")))
+    if mode in ("int8", "16x8"):
+        tools += [(f"graphwright-{m}", graphwright_tool(mode, m)) for m in ("minmax", "entropy", "percentile", "mse")]
     else:
         tools.append((f"graphwright-{mode}", graphwright_tool(mode)))
     return tools
