@@ -3,6 +3,7 @@ the same data (issue 14, "Anchors to beat").
 
 Usage:  python benchmarks/quantize_onnx.py [--models resnet50,bert_base,...] [--modes static,dynamic,int4]
                                            [--tools ort|graphwright|...] [--calib 200] [--eval 100]
+                                           [--calib-hist 32] [--int4-method gptq|mse|rtn]
                                            [--runs 20] [--keep DIR] [--json out.json]
         python benchmarks/quantize_onnx.py --render A.json B.json ...
 
@@ -21,8 +22,10 @@ Tools per mode:
   every intermediate tensor of every sample in memory before building histograms (200 samples of
   MobileNetV3-Large at 224 took 9.4 GB; ResNet50/ViT would not fit in 24 GB).
 * ``dynamic``: ``quantize_dynamic`` (int8 weights) vs graphwright dynamic.
-* ``int4``: ``MatMulNBitsQuantizer`` (4-bit, block 128, symmetric) vs graphwright weights int4
-  ``--target onnxruntime``.
+* ``int4``: ``MatMulNBitsQuantizer`` (4-bit, block 128, symmetric, round-to-nearest: no data) vs
+  graphwright weights int4 ``--target onnxruntime`` on the same ``--calib`` samples, with
+  ``--int4-method`` (default as ``graphwright quantize``'s: ``gptq``, since data is given; the tool
+  is named ``graphwright-int4-<method>``).
 
 Columns: top-1 agreement with the float model (raw, and on logits centred by the float model's
 mean over the eval split — random-weight models put most inputs in a few classes, the centred view
@@ -319,29 +322,34 @@ def ort_int4(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
 def graphwright_tool(mode: str, method: str | None = None) -> Callable[[Path, Path, list[dict[str, np.ndarray]]], None]:
     """graphwright's public API, ``graphwright.quantize.quantize``, on the float file and the same
     calibration samples (all of them calibrate: ``report=False`` holds none out), int8 activations
-    as onnxruntime's (graphwright's ONNX default is uint8)."""
+    as onnxruntime's (graphwright's ONNX default is uint8).  ``mode="int4"``: ``method`` is the
+    ``int4_method`` (None: the API's default, gptq since the samples are given), with the samples."""
     def run(src: Path, dst: Path, calib: list[dict[str, np.ndarray]]) -> None:
         import graphwright as gw  # lazy: measured with the tool
         from graphwright.quantize import quantize  # lazy: measured with the tool
 
         kwargs: dict[str, Any] = {"mode": mode, "report": False}
-        if method is not None:  # calibration_samples counts samples, not feeds (a feed holds a batch)
-            count = sum(len(next(iter(f.values()))) for f in calib)
-            kwargs.update(samples=calib, calibration_samples=count, method=method, activation_type="int8")
+        # calibration_samples counts samples, not feeds (a feed holds a batch)
+        count = sum(len(next(iter(f.values()))) for f in calib)
         if mode == "int4":
-            kwargs.update(mode="weights", bits=4, block_size=128, target="onnxruntime")
+            kwargs.update(mode="weights", bits=4, block_size=128, target="onnxruntime", samples=calib,
+                          calibration_samples=count, int4_method=method)
+        elif method is not None:
+            kwargs.update(samples=calib, calibration_samples=count, method=method, activation_type="int8")
         model, _ = quantize(str(src), **kwargs)
         gw.save(model, dst)
     return run
 
 
-def tools_for(mode: str) -> list[tuple[str, Callable[..., None]]]:
+def tools_for(mode: str, int4_method: str | None = None) -> list[tuple[str, Callable[..., None]]]:
     if mode == "static":
         return [*((f"ort-{m.lower()}", ort_static(m)) for m in ("MinMax", "Entropy", "Percentile")),
                 *((f"graphwright-{m}", graphwright_tool("static", m)) for m in ("minmax", "entropy", "percentile", "mse"))]
     if mode == "dynamic":
         return [("ort-dynamic", ort_dynamic), ("graphwright-dynamic", graphwright_tool("dynamic"))]
-    return [("ort-matmulnbits4", ort_int4), ("graphwright-int4", graphwright_tool("int4"))]
+    # the name says which codes: the API's default with samples is gptq (graphwright quantize --data likewise)
+    return [("ort-matmulnbits4", ort_int4),
+            (f"graphwright-int4-{int4_method or 'gptq'}", graphwright_tool("int4", int4_method))]
 
 
 def preprocess(src: Path, dst: Path) -> None:
@@ -359,7 +367,7 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
     reference = outputs(src, evals)
     rows = [Row(name, "float", "float", size=file_size(src), top1=1.0, top1_centred=1.0)]
     mine: dict[Path, Row] = {src: rows[0]}
-    selected = [(mode, tool, fn) for mode in modes for tool, fn in tools_for(mode)
+    selected = [(mode, tool, fn) for mode in modes for tool, fn in tools_for(mode, args.int4_method)
                 if any(t in tool for t in args.tools.split(","))]
     anchor_src = src
     if any(tool.startswith("ort") for _, tool, _ in selected):
@@ -379,6 +387,8 @@ def bench_model(name: str, modes: list[str], args: argparse.Namespace, tmp: Path
             p.unlink()
         data = calib if mode != "static" or tool.endswith("minmax") else calib[:args.calib_hist // CALIB_BATCH]
         row.notes["calibration_samples"] = sum(len(next(iter(f.values()))) for f in data)
+        if mode == "int4" and tool.startswith("graphwright"):
+            row.notes["int4_method"] = tool.rsplit("-", 1)[1]
         clock = Clock()
         done = attempt(row, lambda fn=fn, tool=tool, dst=dst, data=data: fn(
             anchor_src if tool.startswith("ort") else src, dst, data) or True)
@@ -409,6 +419,9 @@ def main() -> int:
     parser.add_argument("--calib", type=int, default=200)
     parser.add_argument("--calib-hist", type=int, default=32,
                         help="calibration samples of the histogram methods (entropy, percentile, mse), both tools")
+    parser.add_argument("--int4-method", choices=("gptq", "mse", "rtn"), default=None,
+                        help="graphwright's 4-bit codes, on the --calib samples (default: graphwright quantize's "
+                             "with data, gptq)")
     parser.add_argument("--eval", type=int, default=100)
     parser.add_argument("--runs", type=int, default=20, help="latency rounds (0: no latency)")
     parser.add_argument("--keep", type=Path, default=Path(__file__).resolve().parent / "_runs" / "models",
