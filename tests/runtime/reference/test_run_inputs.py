@@ -12,7 +12,8 @@ from graphwright.ir import Tensor
 from graphwright.runtime import prepare
 from graphwright.runtime.reference import Interpreter
 from graphwright.runtime.reference._common import OpContext
-from graphwright.runtime.reference.conv import _DENSE_ROWS, fully_connected
+from graphwright.runtime.reference.conv_fast import _DENSE_ROWS
+from graphwright.runtime.reference.fully_connected import fully_connected
 
 from .conftest import model, random_feeds
 

@@ -17,7 +17,7 @@ import pytest
 
 from graphwright.runtime.reference import multiply_by_quantized_multiplier, runners
 from graphwright.runtime.reference._common import PAD_SAME, PAD_VALID
-from graphwright.runtime.reference.conv import _geometry, _Plan
+from graphwright.runtime.reference.conv_common import _geometry, _Plan
 from graphwright.runtime.reference.requant import FastRequant
 from graphwright.runtime.reference.runners import Geometry, depthwise_runner, window_runner
 

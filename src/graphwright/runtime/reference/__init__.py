@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ._common import KERNELS, OpContext, Quant, activation_range, quant_of
 from .backend import ReferenceBackend
-from .conv import channel_multipliers, legacy_multiplier
+from .conv_common import channel_multipliers, legacy_multiplier
 from .fixedpoint import (
     multiply_by_quantized_multiplier,
     quantize_multiplier,

@@ -73,12 +73,15 @@ from ...errors import VerificationError
 from ...formats import load
 from ...ir import Graph, Model, Node, Value
 from ..base import InputSpec, check_feeds
-from . import (  # noqa: F401  (register the kernels and their prepare checks)
+from . import (  # noqa: F401  (every module that registers kernels and their prepare checks, see _common.kernel)
     binary_ops,
     control_flow,
     conv,
+    conv_3d,
+    depthwise_conv,
     detection,
     elementwise,
+    fully_connected,
     index_ops,
     math_ops,
     matmul,
@@ -88,6 +91,7 @@ from . import (  # noqa: F401  (register the kernels and their prepare checks)
     sequence,
     shape_ops,
     sparse,
+    transpose_conv,
 )
 from ._common import CUSTOM_KERNELS, FLAVORS, INT16_KERNELS, KERNELS, REFUSED, OpContext
 from .control_flow import SUBGRAPH_OPS, SUBGRAPHS_KEY, called_subgraphs, check_call

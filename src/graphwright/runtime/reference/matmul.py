@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import OpContext, kernel
-from .conv import exact_dtype, legacy_multiplier, quantized_rows, requantize
+from .conv_common import exact_dtype, legacy_multiplier, requantize
+from .hybrid import quantized_rows
 from .prepare import OpCheck, Shape, prepare_rule
 
 #: LiteRT's BATCH_MATMUL handles operands up to rank 5 (3 batch dims)
@@ -58,7 +59,7 @@ def batch_matmul(ctx: OpContext) -> list[np.ndarray]:
 
 def _hybrid(ctx: OpContext, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Float ``a`` times int8 ``b`` (dynamic-range quantization), as LiteRT's hybrid kernel:
-    each row of ``a`` quantized at run time (:func:`.conv.quantized_rows`, asymmetric with
+    each row of ``a`` quantized at run time (:func:`.hybrid.quantized_rows`, asymmetric with
     ``asymmetric_quantize_inputs``), exact int32 sums minus ``offset·Σ_k b[k, j]``, times
     ``float32(row scale · s_b[j])``."""
     q_b = ctx.in_quant(1)

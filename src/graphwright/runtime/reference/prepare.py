@@ -424,7 +424,7 @@ def _conv(op: _Op) -> list[Shape]:
 
 
 def _padded(op: _Op, x: tuple[int, ...], kh: int, kw: int, oh: int, ow: int) -> tuple[int, int]:
-    """(height, width) of the zero-padded input a convolution kernel allocates (as ``conv._geometry``),
+    """(height, width) of the zero-padded input a convolution kernel allocates (as ``conv_common._geometry``),
     plus the spare row of the depthwise kernel's flat layout."""
     sh, sw = op.int_attr("stride_h", 1), op.int_attr("stride_w", 1)
     dh, dw = op.int_attr("dilation_h_factor", 1), op.int_attr("dilation_w_factor", 1)

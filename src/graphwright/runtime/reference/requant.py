@@ -4,7 +4,7 @@ float32 requantization (:class:`Float32Requant`, for single rounding).
 
 The exact path (:func:`.fixedpoint.multiply_by_quantized_multiplier`) needs about
 ten int64 passes per element.  Here the accumulator stays in the float dtype the
-GEMM produced (its values are exact integers, see ``conv._plan``) and::
+GEMM produced (its values are exact integers, see ``conv_common._plan``) and::
 
     S_c  = m_c·2^(shift_c−31)                         (the exact real multiplier)
     U    = (acc + bias_c)·S_c + zp_out + ½            (exact real)

@@ -9,7 +9,7 @@ quantization and shape handling.  The
 buffers belong to the runner, so one interpreter runs one model at a time (its
 lock, see ``Interpreter``).  The arithmetic is exactly the kernels': shifted
 inputs ``x − zp_in`` and products/sums exact in the plan's float dtype (see
-``conv._plan``), requantized by :class:`.requant.FastRequant`.  Float32 convolutions
+``conv_common._plan``), requantized by :class:`.requant.FastRequant`.  Float32 convolutions
 run the same 1x1 and KHxKW runners (the float input read as it is: no shifted copy)
 ending in an in-place float32 bias and activation clamp, and depthwise ones as a
 compiled float32 loop (:func:`float_depthwise_runner`).  8-bit convolutions with the
@@ -42,7 +42,7 @@ from .jit import kernels
 from .requant import FastRequant
 
 if TYPE_CHECKING:
-    from .conv import _Plan
+    from .conv_common import _Plan
 
 __all__ = ["Finish", "Geometry", "Runner", "compile_runner", "depthwise_runner", "float_depthwise_runner",
            "float_finish", "integer_pointwise_runner", "integer_window_runner", "pointwise_runner", "window_runner"]
