@@ -27,7 +27,7 @@ import numpy as np
 from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, OpContext, clamp_cast, kernel, type_range
 from .elementwise import _f64, _mbqm
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier
-from .math_ops import _clz32, _one_over_one_plus_x
+from .gemmlowp import clz32, one_over_one_plus_x
 from .prepare import OpCheck, Shape, broadcast_shape, prepare_rule
 
 #: the highest rank LiteRT's broadcasting loop accepts (a larger one aborts the C kernel)
@@ -103,9 +103,9 @@ def _div_quantized(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.dtype
     if np.any(y == 0):
         raise ctx.error("its divisor holds its zero point (LiteRT's kernel refuses a division by 0)")
     x, y = np.where(y < 0, -x, x), np.abs(y)
-    leading = _clz32(y)
-    reciprocal = _one_over_one_plus_x((y << leading) - (1 << 31))
-    headroom = _clz32(x ^ (x >> 63)) - 1  # redundant sign bits of the int32 x (31 for 0)
+    leading = clz32(y)
+    reciprocal = one_over_one_plus_x((y << leading) - (1 << 31))
+    headroom = clz32(x ^ (x >> 63)) - 1  # redundant sign bits of the int32 x (31 for 0)
     unscaled = multiply_by_quantized_multiplier(x, reciprocal, headroom, ctx.rounding)
     out = multiply_by_quantized_multiplier(unscaled, m, shift - (31 - leading) - headroom, ctx.rounding) + qo.zp
     return clamp_cast(ctx, out, dtype)

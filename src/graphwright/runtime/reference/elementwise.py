@@ -59,6 +59,7 @@ from .fixedpoint import (
     quantize_multiplier,
     rounding_divide_by_pot,
 )
+from .gemmlowp import srdhm16
 from .jit import kernels
 from .luts import lut16_double, lut16_float32, lut16_lookup
 from .requant import FastRequant
@@ -394,7 +395,7 @@ def _mul_int16_to_8bit(ctx: OpContext, a: np.ndarray, b: np.ndarray, dtype: np.d
     qo = ctx.out_quant()
     zp = 0 if qo is None else qo.zp
     lo, hi = activation_range(ctx, int(ctx.attr("fused_activation_function", 0) or 0), dtype)
-    prod = _srdhm16(a.astype(np.int64), b.astype(np.int64))
+    prod = srdhm16(a.astype(np.int64), b.astype(np.int64))
     return (np.clip(rounding_divide_by_pot(prod, 8), lo - zp, hi - zp) + zp).astype(dtype)
 
 
@@ -714,15 +715,6 @@ def sigmoid_tanh_q15(x: np.ndarray, multiplier: int, shift: int, tanh: bool, tab
     return r.astype(np.int16)
 
 
-def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16."""
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    v = ab + nudge
-    out = np.where(v >= 0, v >> 15, -((-v) >> 15))
-    return np.where((a == -32768) & (b == -32768), 32767, out)
-
-
 def _down16(m: int) -> int:
     """Round a 32-bit multiplier to 16 bits (saturating)."""
     return 32767 if m >= (1 << 31) - 1 - (1 << 15) else (m + (1 << 15)) >> 16
@@ -740,11 +732,11 @@ def _hard_swish_q(ctx: OpContext, x: np.ndarray, qi: Quant, qo: Quant, dtype: np
     m_rel, e_rel = quantize_multiplier(float(np.float32(hires / np.float32(3.0 / 32768.0))))
     m_out16, m_rel16 = _down16(m_out), _down16(m_rel)
     v = (x.astype(np.int64) - qi.zp) * 128
-    pre_out = _srdhm16(v, m_out16)
+    pre_out = srdhm16(v, m_out16)
     r = v
     if e_rel > 0:
         r = np.clip(r * (1 << (e_rel - 1)), -32768, 32767)
-    r = _srdhm16(r, m_rel16)
+    r = srdhm16(r, m_rel16)
     if e_rel > 0:
         r = np.clip(r * 2, -32768, 32767)
     if e_rel < 0:

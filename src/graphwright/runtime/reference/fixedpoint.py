@@ -31,6 +31,7 @@ __all__ = [
     "quantize_multipliers",
     "rounding_divide_by_pot",
     "saturating_rounding_doubling_high_mul",
+    "wrap_int32",
 ]
 
 ROUNDING_MODES = ("double", "single")
@@ -124,7 +125,7 @@ def multiply_by_quantized_multiplier(
     shift = np.asarray(shift, dtype=np.int64)
     if rounding == "double":
         if np.any(shift > 0):
-            x = _wrap_int32(x << np.maximum(shift, 0))
+            x = wrap_int32(x << np.maximum(shift, 0))
         if np.any(m == INT32_MIN) or np.any(m < 0):
             return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(x, m), np.maximum(-shift, 0))
         return _double_rounding(x, m, np.maximum(-shift, 0))
@@ -148,7 +149,7 @@ def multiply_by_quantized_multiplier_int64(
     m = np.asarray(m, dtype=np.int64)
     total = 15 - np.asarray(shift, dtype=np.int64)
     reduced = np.where(m < 0x7FFF0000, (m + (1 << 15)) >> 16, 0x7FFF)
-    return _wrap_int32((x * reduced + (np.int64(1) << (total - 1))) >> total)
+    return wrap_int32((x * reduced + (np.int64(1) << (total - 1))) >> total)
 
 
 def _double_rounding(x: np.ndarray, m: np.ndarray, right: np.ndarray) -> np.ndarray:
@@ -175,6 +176,6 @@ def _double_rounding(x: np.ndarray, m: np.ndarray, right: np.ndarray) -> np.ndar
     return v
 
 
-def _wrap_int32(v: np.ndarray) -> np.ndarray:
+def wrap_int32(v: np.ndarray) -> np.ndarray:
     """Two's-complement wrap to int32 (what the C ``int32`` multiply does)."""
     return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)

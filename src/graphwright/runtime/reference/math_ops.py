@@ -18,7 +18,7 @@ same bit for bit:
 The others requantize in fixed point: ABS, LEAKY_RELU and PRELU with one or two
 ``MultiplyByQuantizedMultiplier`` multipliers (positive and negative side), int8 RSQRT and
 L2_NORMALIZATION through gemmlowp's Newton–Raphson inverse square root
-(:func:`_inv_sqrt_multiplier`), 8-bit LOG_SOFTMAX through gemmlowp's ``exp`` and ``log``
+(:func:`.gemmlowp.inv_sqrt_multiplier`), 8-bit LOG_SOFTMAX through gemmlowp's ``exp`` and ``log``
 (:func:`_log_softmax_q`), SQRT in float32 truncated toward zero.  NEG negates the stored
 integers (no requantization).  uint8 where LiteRT has it: PRELU, LEAKY_RELU, GELU,
 RELU_0_TO_1, L2_NORMALIZATION, LOG_SOFTMAX.  SQUARE, SIN, COS, FLOOR, CEIL, ROUND, ATAN2,
@@ -39,13 +39,12 @@ import numpy as np
 from . import elementwise
 from ._common import OpContext, Quant, kernel, type_range
 from .fixedpoint import (
-    INT32_MAX,
     INT32_MIN,
     multiply_by_quantized_multiplier,
     quantize_multiplier,
     rounding_divide_by_pot,
-    saturating_rounding_doubling_high_mul,
 )
+from .gemmlowp import exp_on_negative_values_q5, inv_sqrt_multiplier, log_q12_to_q5
 from .luts import F32, FloatFn, lut16_float32, lut16_lookup, round_f32
 from .prepare import MANY, OpCheck, Shape, broadcast_shape, prepare_rule
 
@@ -362,39 +361,10 @@ def _rsqrt_q(ctx: OpContext, value: np.ndarray, qi: Quant, qo: Quant, dtype: np.
     rescaled by ``1/(sqrt(s_in)·s_out)``, plus ``zp_out``, clamped; 0 gives the largest output."""
     m_out, s_out = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(qi.s)) * F32(qo.s))))
     qmin, qmax = type_range(dtype)
-    m, shift = _inv_sqrt_multiplier(np.maximum(value, 0))
+    m, shift = inv_sqrt_multiplier(np.maximum(value, 0))
     q20 = multiply_by_quantized_multiplier(np.ones_like(value), m, shift + 20, ctx.rounding)
     y = multiply_by_quantized_multiplier(q20, m_out, s_out - 20, ctx.rounding) + qo.zp
     return np.where(value == 0, qmax, np.clip(y, qmin, qmax)).astype(dtype)
-
-
-# -- gemmlowp fixed point ------------------------------------------------------------------------------
-
-def _inv_sqrt_multiplier(value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)``: ``(m, shift)`` with
-    ``1/sqrt(value) ≈ m·2^(shift−31)``, by five Newton–Raphson steps in Q3.28 (vectorised;
-    ``value ≤ 1`` gives ``(INT32_MAX, 0)``)."""
-    v = np.asarray(value, np.int64).copy()
-    shift = np.full(v.shape, 11, np.int64)
-    while np.any(big := v >= (1 << 29)):
-        v = np.where(big, v // 4, v)
-        shift += big
-    pairs = (_clz32(v) - 1) // 2 - 1
-    shift -= pairs
-    v = v << (2 * np.maximum(pairs, 0))
-    x_in = v >> 1
-    half_in = rounding_divide_by_pot(x_in, 1)
-    x = np.full(v.shape, 1 << 28, np.int64)
-    srdhm = saturating_rounding_doubling_high_mul
-    for _ in range(5):
-        x3 = _shift_left_sat(srdhm(srdhm(x, x), x), 6)
-        x = _shift_left_sat(_wrap(srdhm(np.int64((1 << 28) + (1 << 27)), x) - srdhm(half_in, x3)), 3)
-    x = srdhm(x, 1518500250)
-    left = np.maximum(-shift, 0)
-    x = x << left
-    shift = np.where(shift < 0, 0, shift)
-    small = np.asarray(value) <= 1
-    return np.where(small, INT32_MAX, x), np.where(small, 0, -shift)
 
 
 # -- parametric activations ---------------------------------------------------------------------------
@@ -502,92 +472,13 @@ def _log_softmax_q(x: np.ndarray, m: int, left: int, m_rev: int, s_rev: int, dif
     qmin, qmax = type_range(x.dtype)
     diff = x.astype(np.int64) - x.max(axis=-1, keepdims=True).astype(np.int64)
     in_q5 = multiply_by_quantized_multiplier(diff, m, left, rounding)
-    exps = rounding_divide_by_pot(_exp_on_negative_values_q5(in_q5), 12)  # Q0.31 -> Q12.19
+    exps = rounding_divide_by_pot(exp_on_negative_values_q5(in_q5), 12)  # Q0.31 -> Q12.19
     total = np.where(diff >= diff_min, exps, 0).sum(axis=-1, keepdims=True)
-    log_total = _log_q12_to_q5(total)
+    log_total = log_q12_to_q5(total)
     bound = np.maximum(diff_min - 1, multiply_by_quantized_multiplier(log_total + INT32_MIN, m_rev, s_rev, rounding))
     y = np.clip(rounding_divide_by_pot(in_q5 - log_total, 22) + qmax, qmin, qmax)
     return np.where(diff > bound, y, qmin).astype(x.dtype)
 
-
-def _wrap(v: np.ndarray) -> np.ndarray:
-    """int32 two's-complement wrap (C's int32 addition)."""
-    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _shift_left_sat(raw: np.ndarray, exponent: np.ndarray | int) -> np.ndarray:
-    """gemmlowp ``SaturatingRoundingMultiplyByPOT`` for exponents ``≥ 0``."""
-    return np.clip(np.asarray(raw, np.int64) << exponent, INT32_MIN, INT32_MAX)
-
-
-def _half_sum(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """gemmlowp ``RoundingHalfSum``: ``(a + b ± 1) / 2``, truncated."""
-    total = np.asarray(a, np.int64) + b
-    total = total + np.where(total >= 0, 1, -1)
-    return np.where(total >= 0, total // 2, -((-total) // 2))
-
-
-def _clz32(v: np.ndarray) -> np.ndarray:
-    """Leading zeros of ``v`` as an unsigned 32-bit integer."""
-    u = np.asarray(v, np.int64) & 0xFFFFFFFF
-    bits = np.zeros(u.shape, np.int64)
-    for b in (16, 8, 4, 2, 1):
-        high = u >= (1 << b)
-        u = np.where(high, u >> b, u)
-        bits += high * b
-    return 32 - (bits + (u > 0))
-
-
-def _exp_on_negative_values_q5(a: np.ndarray) -> np.ndarray:
-    """gemmlowp ``exp_on_negative_values`` of Q5.26 raws ``a ≤ 0``, in Q0.31: a Taylor polynomial
-    on ``[−1/4, 0)`` times ``exp(−2^k)`` for each bit of the remainder."""
-    srdhm = saturating_rounding_doubling_high_mul
-    quarter = 1 << 24
-    a = np.asarray(a, np.int64)
-    mod = (a & (quarter - 1)) - quarter
-    x = _shift_left_sat(mod, 5) + (1 << 28)  # Q0.31, around −1/8
-    x2 = srdhm(x, x)
-    x3 = srdhm(x2, x)
-    x4 = rounding_divide_by_pot(srdhm(x2, x2), 2)
-    poly = rounding_divide_by_pot(srdhm(x4 + x3, 715827883) + x2, 1)
-    result = 1895147668 + srdhm(1895147668, x + poly)
-    remainder = mod - a
-    for exponent, multiplier in ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308),
-                                 (2, 39332535), (3, 720401), (4, 242)):
-        result = np.where(remainder & (1 << (26 + exponent)), srdhm(result, multiplier), result)
-    return np.where(a == 0, INT32_MAX, result)
-
-
-def _one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
-    """gemmlowp ``one_over_one_plus_x_for_x_in_0_1`` (Q0.31 in and out): Newton–Raphson division."""
-    srdhm = saturating_rounding_doubling_high_mul
-    half_denominator = _half_sum(a, INT32_MAX)
-    x = 1515870810 + srdhm(half_denominator, -1010580540)  # Q2.29
-    for _ in range(3):
-        x = x + _shift_left_sat(srdhm(x, (1 << 29) - srdhm(half_denominator, x)), 2)
-    return _shift_left_sat(x, 1)
-
-
-def _log_q12_to_q5(z: np.ndarray) -> np.ndarray:
-    """LiteRT's ``log_x_for_x_greater_than_or_equal_to_1<5>`` of Q12.19 raws ``z ≥ 1``, in Q5.26."""
-    srdhm = saturating_rounding_doubling_high_mul
-    sqrt_half, sqrt_sqrt_half, log_2 = 1518500250, 1805811301, 1488522236
-    quarter = 1 << 23  # 1/4 in Q6.25
-    headroom_a = _clz32(z)
-    r_a = _shift_left_sat(srdhm(_shift_left_sat(z, headroom_a - 1), sqrt_half), 1)
-    pow_a = np.clip(_shift_left_sat(12 - headroom_a, 25) + quarter, INT32_MIN, INT32_MAX)
-    headroom_b = _clz32(srdhm(z, sqrt_half)) - 1
-    r_b = _shift_left_sat(z, headroom_b)
-    pow_b = np.clip(_shift_left_sat(12 - headroom_b, 25) - quarter, INT32_MIN, INT32_MAX)
-    r = np.minimum(r_a, r_b)
-    pow_adj = np.maximum(pow_a, pow_b)
-    p = _half_sum(r, sqrt_sqrt_half)
-    q = _wrap(2 * (r - sqrt_sqrt_half))
-    q_sq = srdhm(q, q)
-    num = srdhm(q, r) + srdhm(srdhm(q, q_sq), 117049297)
-    denominator = srdhm(p, 1057819769 + q + srdhm(127690142, q_sq)) + srdhm(638450708, q)
-    total = srdhm(pow_adj, log_2) + srdhm(rounding_divide_by_pot(num, 6), _one_over_one_plus_x(denominator))
-    return _shift_left_sat(total, 1)
 
 
 @kernel("L2_NORMALIZATION")
@@ -606,7 +497,7 @@ def l2_normalization(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
     qi = elementwise._quants(ctx, 0)[0]
     d = x.astype(np.int64) - qi.zp
-    m, shift = _inv_sqrt_multiplier((d * d).sum(axis=-1, keepdims=True))
+    m, shift = inv_sqrt_multiplier((d * d).sum(axis=-1, keepdims=True))
     if dtype == np.uint8:  # the legacy kernel: 128·d rescaled, plus 128
         y = multiply_by_quantized_multiplier(128 * d, m, shift, ctx.rounding) + 128
     else:

@@ -38,7 +38,12 @@ import math
 import numpy as np
 
 from ._common import OpContext, Quant, ints, kernel, reduce_in_order, type_range
-from .fixedpoint import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_int64, quantize_multiplier
+from .fixedpoint import (
+    multiply_by_quantized_multiplier,
+    multiply_by_quantized_multiplier_int64,
+    quantize_multiplier,
+    wrap_int32,
+)
 from .prepare import OpCheck, Shape, prepare_rule
 
 __all__: list[str] = []
@@ -103,10 +108,10 @@ def _quantized_sum(ctx: OpContext, x: np.ndarray, axes: tuple[int, ...], keep: b
         m, shift = quantize_multiplier(float(np.float64(np.float32(q_in.s)) / np.float64(np.float32(q_out.s))))
         derived = ctx.cache[key] = (m, shift)
     m, shift = derived
-    total = _wrap32(np.sum(x, axis=axes, keepdims=keep, dtype=np.int64))  # LiteRT's int32 accumulator
+    total = wrap_int32(np.sum(x, axis=axes, keepdims=keep, dtype=np.int64))  # LiteRT's int32 accumulator
     if x.size == 0:  # LiteRT leaves its zeroed output
         return np.zeros(total.shape, x.dtype)
-    y = multiply_by_quantized_multiplier(_wrap32(total - q_in.zp * n), m, shift, ctx.rounding) + q_out.zp
+    y = multiply_by_quantized_multiplier(wrap_int32(total - q_in.zp * n), m, shift, ctx.rounding) + q_out.zp
     lo, hi = type_range(x.dtype)
     return np.clip(y, lo, hi).astype(x.dtype)
 
@@ -202,11 +207,6 @@ def cumsum(ctx: OpContext) -> list[np.ndarray]:
         shifted[tuple(later)] = out[tuple(earlier)]
         out = shifted
     return [np.ascontiguousarray(np.flip(out, axis=a) if reverse else out)]
-
-
-def _wrap32(v: np.ndarray) -> np.ndarray:
-    """int64 -> int64 holding the int32 the C cast gives (two's complement)."""
-    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
 # -- prepare checks ------------------------------------------------------------------------------

@@ -51,7 +51,6 @@ cell activation.
 from __future__ import annotations
 
 import math
-from functools import cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -69,9 +68,9 @@ from ._common import (
     round_half_away,
 )
 from .elementwise import sigmoid_table, sigmoid_tanh_q15
-from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
+from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot, wrap_int32
+from .gemmlowp import inv_sqrt_multiplier, logistic16_table, saturate16, tanh16_table
 from .luts import wrap16
-from .math_ops import _inv_sqrt_multiplier
 from .prepare import OpCheck, Shape, prepare_rule
 
 __all__: list[str] = []
@@ -409,7 +408,7 @@ def _svdf(ctx: OpContext) -> list[np.ndarray]:
     # requantized to the int8 output (no activation is applied)
     (m1, e1), (m2, e2), zp_in, zp_out = _svdf_multipliers(ctx)
     feature = (x.astype(np.int64) - zp_in) @ features.T.astype(np.int64)
-    filled[:, :, -1] = _saturate16(multiply_by_quantized_multiplier(feature, m1, e1, "double"))
+    filled[:, :, -1] = saturate16(multiply_by_quantized_multiplier(feature, m1, e1, "double"))
     acc = np.einsum("bfm,fm->bf", filled.astype(np.int64), times.astype(np.int64)).reshape(batch, -1, rank).sum(axis=2)
     if ctx.has(3):
         acc = acc + ctx.x(3).astype(np.int64)
@@ -460,96 +459,6 @@ def _svdf_shapes(op: OpCheck) -> list[Shape]:
     return [(x[0], filters // rank)]
 
 # -- the integer LSTM (8x8_16) -------------------------------------------------------------------------
-
-def _saturate16(v: np.ndarray) -> np.ndarray:
-    return np.clip(v, -32768, 32767)
-
-
-def _srdhm16(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
-    """gemmlowp's 16-bit SaturatingRoundingDoublingHighMul: ``(a·b ± 2^14) / 2^15`` truncated."""
-    ab = a * b
-    q = ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    out = np.where(q >= 0, q >> 15, -((-q) >> 15))
-    return np.where((a == -32768) & (b == -32768), 32767, out)
-
-
-def _shift16(x: np.ndarray, exponent: int) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingMultiplyByPOT on int16: a saturating left shift, or a
-    rounding right shift."""
-    if exponent < 0:
-        return rounding_divide_by_pot(x, -exponent)
-    limit = (1 << (15 - exponent)) - 1
-    return np.where(x > limit, 32767, np.where(x < -limit, -32768, x << exponent))
-
-
-def _constant16(raw32: int) -> int:
-    """A gemmlowp constant given as its 32-bit raw value, rounded to 16 bits."""
-    return int(rounding_divide_by_pot(np.int64(raw32), 16))
-
-
-def _exp_quarter16(a: np.ndarray) -> np.ndarray:
-    """exp(a) for a in [−1/4, 0), Q0.15: gemmlowp's Taylor expansion around −1/8."""
-    x = wrap16(a + (1 << 12))
-    x2 = _srdhm16(x, x)
-    x3, x4 = _srdhm16(x2, x), _srdhm16(x2, x2)
-    inner = wrap16(_srdhm16(wrap16(rounding_divide_by_pot(x4, 2) + x3), _constant16(715827883)) + x2)
-    term = _constant16(1895147668)
-    return _saturate16(term + _srdhm16(term, wrap16(x + rounding_divide_by_pot(inner, 1))))
-
-
-#: gemmlowp's exp barrel shifter: (power of two, exp(−2^power) as a 32-bit raw Q0.31 value)
-_EXP_STEPS = ((-2, 1672461947), (-1, 1302514674), (0, 790015084), (1, 290630308), (2, 39332535),
-              (3, 720401), (4, 242))
-
-
-def _exp_negative16(a: np.ndarray, integer_bits: int) -> np.ndarray:
-    """exp(a) for a ≤ 0 in Q``integer_bits``, to Q0.15 (gemmlowp's exp_on_negative_values)."""
-    fractional = 15 - integer_bits
-    quarter = 1 << (fractional - 2)
-    rest = wrap16((a & (quarter - 1)) - quarter)
-    result = _exp_quarter16(_shift16(rest, integer_bits))
-    remainder = wrap16(rest - a)
-    for power, multiplier in _EXP_STEPS:
-        if integer_bits > power:
-            bit = (remainder & (1 << (fractional + power))) != 0
-            result = np.where(bit, _srdhm16(result, _constant16(multiplier)), result)
-    if integer_bits > 5:
-        result = np.where(a < _constant16(-(1 << (36 - integer_bits))), 0, result)
-    return np.where(a == 0, 32767, result)
-
-
-def _newton_reciprocal16(a: np.ndarray) -> np.ndarray:
-    """``1 / ((1 + a) / 2)`` in Q2.13 for a in (0, 1): three Newton-Raphson steps from 48/17 − 32/17·d."""
-    total = a + 32767
-    half = np.where(total >= 0, total + 1, total - 1)
-    half = np.where(half >= 0, half >> 1, -((-half) >> 1))
-    x = wrap16(_constant16(1515870810) + _srdhm16(half, _constant16(-1010580540)))
-    for _ in range(3):
-        x = wrap16(x + _shift16(_srdhm16(x, wrap16((1 << 13) - _srdhm16(half, x))), 2))
-    return x
-
-
-@cache
-def _sigmoid_table(integer_bits: int) -> np.ndarray:
-    """gemmlowp's logistic of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
-    a = np.arange(-32768, 32768, dtype=np.int64)
-    positive = a > 0
-    magnitude = np.where(positive, a, wrap16(-a))
-    on_positive = _shift16(_newton_reciprocal16(_exp_negative16(wrap16(-magnitude), integer_bits)), 1)
-    table = np.where(a == 0, 1 << 14, np.where(positive, on_positive, wrap16(32767 - on_positive)))
-    return table.astype(np.int16)
-
-
-@cache
-def _tanh_table(integer_bits: int) -> np.ndarray:
-    """gemmlowp's tanh of every int16 in Q``integer_bits``, to Q0.15 (index: raw + 32768)."""
-    a = np.arange(-32768, 32768, dtype=np.int64)
-    negative = a < 0
-    minus_magnitude = np.where(negative, a, wrap16(-a))
-    t = _shift16(wrap16(_newton_reciprocal16(_exp_negative16(minus_magnitude, integer_bits + 1)) - (1 << 13)), 2)
-    table = np.where(a == 0, 0, np.where(negative, wrap16(-t), t))
-    return table.astype(np.int16)
-
 
 def _lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
     return table[x.astype(np.int64) + 32768].astype(np.int64)
@@ -694,21 +603,17 @@ def _layer_norm_integer(x: np.ndarray, norm: tuple[np.ndarray, np.ndarray, tuple
     mean = _trunc_div(total * 1024, n)
     variance = _trunc_div(squares * ((1 << 20) // n) - mean * mean, 1 << 20)
     variance = np.where(variance < 1, guard, variance)
-    inv_m, inv_e = _inv_sqrt_multiplier(variance)
+    inv_m, inv_e = inv_sqrt_multiplier(variance)
     rescaled = multiply_by_quantized_multiplier(1024 * x - mean, inv_m, inv_e)
-    scaled = _wrap32(_wrap32(rescaled * coefficients) + bias)
+    scaled = wrap_int32(wrap_int32(rescaled * coefficients) + bias)
     rounded = _trunc_div(np.where(scaled > 0, scaled + 512, scaled - 512), 1024)
-    return _saturate16(multiply_by_quantized_multiplier(rounded, m, e + 12))
+    return saturate16(multiply_by_quantized_multiplier(rounded, m, e + 12))
 
 
 def _trunc_div(a: np.ndarray, b: int) -> np.ndarray:
     """C integer division (truncating toward zero) of int64 values by a positive ``b``."""
     q = np.abs(a) // b
     return np.where(a < 0, -q, q)
-
-
-def _wrap32(v: np.ndarray) -> np.ndarray:
-    return ((v + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
 
 
 def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
@@ -720,26 +625,26 @@ def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
     if plan is None:
         plan = ctx.cache["integer"] = _integer_plan(ctx)
     x, time_major, (h_var, h), (c_var, c) = _integer_steps(ctx, 0)
-    sigmoid, tanh_gate, tanh_cell = _sigmoid_table(3), _tanh_table(3), _tanh_table(15 + plan["cell_exponent"])
+    sigmoid, tanh_gate, tanh_cell = logistic16_table(3), tanh16_table(3), tanh16_table(15 + plan["cell_exponent"])
     m_hidden, s_hidden = plan["hidden"]
     clip, cell_shift = plan["cell_clip"], 30 + plan["cell_exponent"]
 
     def gate(g: int, step: np.ndarray, cell: np.ndarray, table: np.ndarray) -> np.ndarray:
         p: _IntegerGate = plan["gates"][g]
-        acc = _saturate16(multiply_by_quantized_multiplier(step @ p.w_in + p.b_in, *p.m_in))
-        acc = _saturate16(multiply_by_quantized_multiplier(h @ p.w_rec + p.b_rec, *p.m_rec) + acc)
+        acc = saturate16(multiply_by_quantized_multiplier(step @ p.w_in + p.b_in, *p.m_in))
+        acc = saturate16(multiply_by_quantized_multiplier(h @ p.w_rec + p.b_rec, *p.m_rec) + acc)
         if p.peephole is not None:  # LiteRT walks n_output (not n_cell) cells per batch row here
             weights, (m, e) = p.peephole
             n = h.shape[1]
             if time_major:  # one call for the whole batch: the first batch·n_output cells, flat
                 flat, cells = acc.reshape(-1).copy(), cell.reshape(-1)
                 span = n * acc.shape[0]
-                flat[:span] = _saturate16(multiply_by_quantized_multiplier(np.tile(weights[:n], acc.shape[0])
+                flat[:span] = saturate16(multiply_by_quantized_multiplier(np.tile(weights[:n], acc.shape[0])
                                                                            * cells[:span], m, e) + flat[:span])
                 acc = flat.reshape(acc.shape)
             else:  # batch-major: one call per batch row, its first n_output cells
                 acc = acc.copy()
-                acc[:, :n] = _saturate16(multiply_by_quantized_multiplier(weights[:n] * cell[:, :n], m, e)
+                acc[:, :n] = saturate16(multiply_by_quantized_multiplier(weights[:n] * cell[:, :n], m, e)
                                          + acc[:, :n])
         if p.norm is not None:
             acc = _layer_norm_integer(acc, p.norm)
@@ -751,7 +656,7 @@ def _integer_lstm(ctx: OpContext) -> list[np.ndarray]:
         update = gate(2, step, c, tanh_gate)
         keep = 32767 - forget if plan["gates"][0] is None else gate(0, step, c, sigmoid)
         c = wrap16(rounding_divide_by_pot(forget * c, 15))
-        c = _saturate16(c + wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
+        c = saturate16(c + wrap16(rounding_divide_by_pot(keep * update, cell_shift)))
         if clip > 0:
             c = np.clip(c, -clip, clip)
         out = gate(3, step, c, sigmoid)
@@ -820,15 +725,15 @@ def _tflm_integer_lstm(ctx: OpContext) -> list[np.ndarray]:
 
     def gate(g: int, step: np.ndarray, tanh: bool) -> np.ndarray:
         w_in, bias, m_in, w_rec, m_rec = plan["gates"][g]
-        from_input = _saturate16(multiply_by_quantized_multiplier(step @ w_in + bias, *m_in, ctx.rounding))
-        from_state = _saturate16(multiply_by_quantized_multiplier((h - zp_state) @ w_rec, *m_rec, ctx.rounding))
-        return sigmoid_tanh_q15(_saturate16(from_input + from_state), 3, 0, tanh, table).astype(np.int64)
+        from_input = saturate16(multiply_by_quantized_multiplier(step @ w_in + bias, *m_in, ctx.rounding))
+        from_state = saturate16(multiply_by_quantized_multiplier((h - zp_state) @ w_rec, *m_rec, ctx.rounding))
+        return sigmoid_tanh_q15(saturate16(from_input + from_state), 3, 0, tanh, table).astype(np.int64)
 
     outputs = []
     for step in x:
         forget, keep, update = gate(1, step, False), gate(0, step, False), gate(2, step, True)
-        c = _saturate16(_saturate16(mul(forget, c, plan["forget_cell"]))
-                        + _saturate16(mul(keep, update, plan["input_cell"])))
+        c = saturate16(saturate16(mul(forget, c, plan["forget_cell"]))
+                        + saturate16(mul(keep, update, plan["input_cell"])))
         if clip > 0:
             c = np.clip(c, -clip, clip)
         out = gate(3, step, False)
