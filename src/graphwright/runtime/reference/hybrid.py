@@ -5,10 +5,13 @@ exactly against the integer weights and scaled back to float32.
 FULLY_CONNECTED quantizes each input row (:func:`_hybrid_dense`); CONV_2D, DEPTHWISE_CONV_2D
 (:func:`_hybrid_conv`) and the transposed convolutions (:mod:`.transpose_conv`) each batch item
 (:func:`_hybrid_input`, :func:`_hybrid_output`); the hybrid sequence operators (:mod:`.lstm`,
-:mod:`.rnn`) and BATCH_MATMUL quantize their operands' rows with :func:`quantized_rows` too.
+:mod:`.rnn`, :mod:`.svdf`: :func:`_operand`, :func:`_product`) and BATCH_MATMUL quantize their operands'
+rows with :func:`quantized_rows` too.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -134,3 +137,67 @@ def _hybrid_conv(ctx: OpContext, w: np.ndarray, depthwise: bool) -> np.ndarray:
             y += ctx.x(2).astype(np.float32)
         return apply_activation(ctx, y, ctx.out_dtype())
     return _hybrid_output(ctx, acc, factor, 2)
+
+
+# -- the products of the hybrid sequence operators (LSTM, RNN, SVDF) -------------------------------------
+
+
+class _Int8Weights(NamedTuple):
+    """A hybrid sequence operator's int8 weight matrix (transposed, as int32) with its scale and row sums."""
+
+    matrix: np.ndarray
+    scale: np.float32
+    row_sums: np.ndarray
+
+
+class _Operand(NamedTuple):
+    """A float operand of the gate products, with its per-row int8 quantization (scale, offset)
+    when some weights are int8."""
+
+    values: np.ndarray
+    quantized: np.ndarray
+    scale: np.ndarray
+    offset: np.ndarray
+
+
+def _int8_scale(ctx: OpContext, i: int) -> np.float32:
+    """The one quantization scale of input ``i``'s int8 weights."""
+    q = ctx.in_quant(i)
+    if q is None or q.scale.size != 1:
+        raise ctx.error(f"input {i} holds int8 weights without one quantization scale")
+    return np.float32(q.s)
+
+
+def _recovered_weights(ctx: OpContext, i: int) -> np.ndarray:
+    """Float32 weights, or int8 ones times their scale in float32 (LiteRT's VectorScalarMultiply)."""
+    w = ctx.x(i)
+    if w.dtype != np.int8:
+        return w
+    return (w.astype(np.float32) * _int8_scale(ctx, i)).astype(np.float32)
+
+
+def _product_weights(ctx: OpContext, i: int) -> np.ndarray | _Int8Weights:
+    """Input ``i`` ([units, depth] weights) as the right operand of :func:`_product`: float ones
+    transposed, int8 ones as :class:`_Int8Weights`."""
+    w = ctx.x(i)
+    if w.dtype != np.int8:
+        return w.T
+    return _Int8Weights(w.T.astype(np.int32), _int8_scale(ctx, i), w.astype(np.int32).sum(axis=1))
+
+
+def _operand(values: np.ndarray, asymmetric: bool | None) -> _Operand:
+    """``values`` and, unless ``asymmetric`` is None (float weights only), their per-row int8
+    quantization as LiteRT's hybrid kernels do it (:func:`quantized_rows`)."""
+    if asymmetric is None:
+        return _Operand(values, values, values, values)  # no quantization: only .values is read
+    q, scale, offset = quantized_rows(values, asymmetric)
+    return _Operand(values, q.astype(np.int32), scale, offset.astype(np.int32))
+
+
+def _product(operand: _Operand, weights: np.ndarray | _Int8Weights) -> np.ndarray:
+    """``operand · weights``: a float product, or, for int8 weights, the int32 dot products of the
+    quantized rows (minus offset·row sums) times the row's scale times the weights' scale."""
+    if not isinstance(weights, _Int8Weights):
+        return operand.values @ weights  # type: ignore[no-any-return]
+    dots = operand.quantized @ weights.matrix - operand.offset[:, None] * weights.row_sums
+    return dots.astype(np.float32) * (operand.scale * weights.scale)[:, None]

@@ -54,7 +54,7 @@ int64 ``MultiplyByQuantizedMultiplier`` — where LiteRT's reference kernel roun
 once, or in double), quantized RELU6 (TFLM clamps to ``[zp_in, q_in(6)]`` in the
 input's quantization and copies the integers, ignoring the output's), the int8
 UNIDIRECTIONAL_SEQUENCE_LSTM (TFLM's own integer implementation, see
-:mod:`.sequence`), int16 RSQRT (the 8-bit formula, not LiteRT's table), int16
+:mod:`.lstm_integer`), int16 RSQRT (the 8-bit formula, not LiteRT's table), int16
 ADD/SUB (never LiteRT's power-of-two path), quantized MUL (its multiplier computed
 in double, LiteRT's in float32) and int16 SOFTMAX (its tables built in float32,
 LiteRT's in double).  TFLM rounds twice, so ``flavor="tflm"`` takes ``rounding="double"``.
@@ -83,14 +83,16 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     elementwise,
     fully_connected,
     index_ops,
+    lstm,
     math_ops,
     matmul,
     misc_ops,
     pool,
     reduce_ops,
-    sequence,
+    rnn,
     shape_ops,
     sparse,
+    svdf,
     transpose_conv,
 )
 from ._common import CUSTOM_KERNELS, FLAVORS, INT16_KERNELS, KERNELS, REFUSED, OpContext
