@@ -21,9 +21,10 @@ import pytest
 from graphwright.runtime.execute import Job, execute
 from graphwright.runtime.reference import Interpreter, multiply_by_quantized_multiplier
 from graphwright.runtime.reference._common import OpContext
+from graphwright.runtime.reference.add_sub_mul import _add_sub_q, _compiled_mul, _mul_q
 from graphwright.runtime.reference.conv_common import _float32_blocks, _gemm, _Plan
-from graphwright.runtime.reference.elementwise import _add_sub_q, _by_table, _byte_lookup, _compiled_mul, _mul_q
 from graphwright.runtime.reference.requant import FastRequant, Float32Requant
+from graphwright.runtime.reference.table_lookup import _by_table, _byte_lookup
 
 from ._oracle import feeds_for
 from .conftest import model, random_feeds

@@ -10,7 +10,7 @@ import pytest
 
 from graphwright.runtime.execute import prepare
 from graphwright.runtime.reference import Interpreter
-from graphwright.runtime.reference.elementwise import _byte_lookup, _vbmi_lookup
+from graphwright.runtime.reference.table_lookup import _byte_lookup, _vbmi_lookup
 
 from ._oracle import assert_matches_reference, feeds_for
 from .conftest import model

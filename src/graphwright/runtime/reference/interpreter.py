@@ -74,13 +74,14 @@ from ...formats import load
 from ...ir import Graph, Model, Node, Value
 from ..base import InputSpec, check_feeds
 from . import (  # noqa: F401  (every module that registers kernels and their prepare checks, see _common.kernel)
+    activations,
+    add_sub_mul,
     binary_ops,
     control_flow,
     conv,
     conv_3d,
     depthwise_conv,
     detection,
-    elementwise,
     fully_connected,
     index_ops,
     lstm,
@@ -88,9 +89,11 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     matmul,
     misc_ops,
     pool,
+    quantize_ops,
     reduce_ops,
     rnn,
     shape_ops,
+    softmax,
     sparse,
     svdf,
     transpose_conv,

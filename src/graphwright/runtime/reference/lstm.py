@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._common import OpContext, kernel
-from .elementwise import _sigmoid
+from .activations import _sigmoid
 from .hybrid import _Int8Weights, _Operand, _operand, _product, _product_weights, _recovered_weights
 from .lstm_integer import _cell_exponent, _integer_lstm, _tflm_integer_lstm
 from .prepare import OpCheck, Shape, prepare_rule

@@ -34,7 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._common import ACT_TANH, OpContext, quant_of
-from .elementwise import sigmoid_table, sigmoid_tanh_q15
+from .activations import sigmoid_table, sigmoid_tanh_q15
+from .elementwise import _checked_log2
 from .fixedpoint import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot, wrap_int32
 from .gemmlowp import inv_sqrt_multiplier, logistic16_table, saturate16, tanh16_table
 from .luts import wrap16
@@ -160,11 +161,10 @@ def _cell_exponent(scale: float, fail: Any) -> int:
     """The integer LSTM's cell scale as a power of two (LiteRT's CheckedLog2), from 2^-15 to 2^-9:
     LiteRT refuses coarser ones, and leaves ``tanh(cell)`` unwritten (undefined outputs) for finer
     ones, whose Q(15 + exponent) format has no integer bits."""
-    exponent = np.log(np.float32(scale)) * (np.float32(1) / np.log(np.float32(2)))
-    rounded = int(np.round(exponent))
-    if abs(float(exponent) - rounded) >= 1e-3 or not -15 <= rounded <= -9:
+    exponent = _checked_log2(scale)
+    if exponent is None or not -15 <= exponent <= -9:
         raise fail(f"its int16 cell state's scale {scale} is not a power of two from 2^-15 to 2^-9")
-    return rounded
+    return exponent
 
 
 def _integer_steps(ctx: OpContext, zp_in: int) -> tuple[np.ndarray, bool, tuple[np.ndarray, np.ndarray],

@@ -35,9 +35,9 @@ from functools import cache
 
 import numpy as np
 
-# the module, not its names: elementwise imports this module's tables in turn
-from . import elementwise
 from ._common import OpContext, Quant, kernel, type_range
+from .activations import _relu_x
+from .elementwise import _mbqm, _quants
 from .fixedpoint import (
     INT32_MIN,
     multiply_by_quantized_multiplier,
@@ -47,6 +47,7 @@ from .fixedpoint import (
 from .gemmlowp import exp_on_negative_values_q5, inv_sqrt_multiplier, log_q12_to_q5
 from .luts import F32, FloatFn, lut16_float32, lut16_lookup, round_f32
 from .prepare import MANY, OpCheck, Shape, broadcast_shape, prepare_rule
+from .table_lookup import _by_byte_table
 
 # -- the C library's float functions ------------------------------------------------------------------
 
@@ -130,7 +131,7 @@ def _by_lut(ctx: OpContext, fn: FloatFn) -> list[np.ndarray]:
     """A quantized unary operator through LiteRT's table of ``fn``: 8-bit or int16."""
     x = ctx.x(0)
     dtype = ctx.out_dtype()
-    qi, qo = elementwise._quants(ctx, 0)
+    qi, qo = _quants(ctx, 0)
     if dtype == np.int16:
         table = ctx.cache.get("lut16")
         if table is None:
@@ -138,19 +139,19 @@ def _by_lut(ctx: OpContext, fn: FloatFn) -> list[np.ndarray]:
         return [lut16_lookup(table, x).astype(np.int16)]
     if dtype.itemsize != 1 or x.dtype != dtype:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
-    return [elementwise._by_byte_table(ctx, x, lambda: _lut8(fn, qi.s, qi.zp, qo.s, qo.zp, dtype))]
+    return [_by_byte_table(ctx, x, lambda: _lut8(fn, qi.s, qi.zp, qo.s, qo.zp, dtype))]
 
 
 def _log_of(ctx: OpContext) -> FloatFn:
     """LiteRT's LOG table function: ``log(x)``, and for ``x ≤ 0`` the output's lowest real."""
-    qo = elementwise._quants(ctx, 0)[1]
+    qo = _quants(ctx, 0)[1]
     lowest = F32(F32(type_range(ctx.out_dtype())[0] - qo.zp) * F32(qo.s))
     return lambda v: np.where(v <= 0, lowest, _libm("logf")(np.where(v > 0, v, F32(1)))).astype(F32)
 
 
 def _rsqrt_of(ctx: OpContext) -> FloatFn:
     """LiteRT's int16 RSQRT table function: ``1/sqrt(x)``, and for ``x ≤ 0`` ``32767·s_out``."""
-    qo = elementwise._quants(ctx, 0)[1]
+    qo = _quants(ctx, 0)[1]
     top = F32(F32(32767) * F32(qo.s))
     return lambda v: np.where(v <= 0, top, F32(1) / np.sqrt(np.where(v > 0, v, F32(1)))).astype(F32)
 
@@ -256,7 +257,7 @@ def abs_(ctx: OpContext) -> list[np.ndarray]:
         return [np.abs(x).astype(dtype)]
     if ctx.in_quant(0) is None:  # int16/int32 without quantization
         return [np.abs(x.astype(np.int64)).astype(dtype)]
-    qi, qo = elementwise._quants(ctx, 0)
+    qi, qo = _quants(ctx, 0)
 
     def make() -> FloatFn:
         same = F32(qi.s) == F32(qo.s)
@@ -264,12 +265,12 @@ def abs_(ctx: OpContext) -> list[np.ndarray]:
 
         def fn(v: np.ndarray) -> np.ndarray:
             mag = np.abs(v.astype(np.int64) - qi.zp)
-            y = mag if same else elementwise._mbqm(ctx, mag, real)
+            y = mag if same else _mbqm(ctx, mag, real)
             return np.clip(y + qo.zp, *type_range(dtype)).astype(dtype)
 
         return fn
 
-    return [elementwise._by_byte_table(ctx, x, make)]
+    return [_by_byte_table(ctx, x, make)]
 
 
 @kernel("EXP", int16=True)
@@ -322,7 +323,7 @@ def sqrt(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [np.sqrt(x).astype(dtype)]
-    qi, qo = elementwise._quants(ctx, 0)
+    qi, qo = _quants(ctx, 0)
     real = (F32(qi.s) * (x.astype(np.int64) - qi.zp).astype(F32)).astype(F32)
     if np.any(real < 0):
         raise ctx.error("its input has negative values (LiteRT: Sqrt is only defined for non-negative values)")
@@ -340,7 +341,7 @@ def rsqrt(ctx: OpContext) -> list[np.ndarray]:
     dtype = ctx.out_dtype()
     if dtype.kind == "f":
         return [(F32(1) / np.sqrt(x.astype(F32))).astype(dtype)]
-    qi, qo = elementwise._quants(ctx, 0)
+    qi, qo = _quants(ctx, 0)
     if np.any(x.astype(np.int64) < qi.zp):
         raise ctx.error("its input has values below its zero point (LiteRT: Rsqrt is only defined for positive "
                         "values)")
@@ -372,7 +373,7 @@ def _rsqrt_q(ctx: OpContext, value: np.ndarray, qi: Quant, qo: Quant, dtype: np.
 @kernel("RELU_0_TO_1")
 def relu_0_to_1(ctx: OpContext) -> list[np.ndarray]:
     """``clamp(x, 0, 1)``; 8-bit as RELU's requantization, clamped to the quantized 0 and 1."""
-    return elementwise._relu_x(ctx, 0.0, 1.0)
+    return _relu_x(ctx, 0.0, 1.0)
 
 
 @kernel("LEAKY_RELU", int16=True)
@@ -385,7 +386,7 @@ def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
     if dtype.kind == "f":
         xf = x.astype(F32)
         return [np.where(xf > 0, xf, xf * alpha).astype(dtype)]
-    qi, qo = elementwise._quants(ctx, 0)
+    qi, qo = _quants(ctx, 0)
 
     def make() -> FloatFn:
         m_id, s_id = quantize_multiplier(float(F32(qi.s) / F32(qo.s)))
@@ -401,7 +402,7 @@ def leaky_relu(ctx: OpContext) -> list[np.ndarray]:
         return fn
 
     if dtype.itemsize == 1:
-        return [elementwise._by_byte_table(ctx, x, make)]
+        return [_by_byte_table(ctx, x, make)]
     fn = ctx.cache.get("fn")
     if fn is None:
         fn = ctx.cache["fn"] = make()
@@ -418,7 +419,7 @@ def prelu(ctx: OpContext) -> list[np.ndarray]:
     if dtype.kind == "f":
         xf = x.astype(F32)
         return [np.where(xf >= 0, xf, xf * alpha.astype(F32)).astype(dtype)]
-    qi, qa, qo = elementwise._quants(ctx, 0, 1)
+    qi, qa, qo = _quants(ctx, 0, 1)
     params = ctx.cache.get("prelu")
     if params is None:
         s_in, s_alpha, s_out = F32(qi.s), F32(qa.s), F32(qo.s)
@@ -451,7 +452,7 @@ def log_softmax(ctx: OpContext) -> list[np.ndarray]:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
     params = ctx.cache.get("log_softmax")
     if params is None:
-        params = ctx.cache["log_softmax"] = log_softmax_params(elementwise._quants(ctx, 0)[0].s)
+        params = ctx.cache["log_softmax"] = log_softmax_params(_quants(ctx, 0)[0].s)
     return [_log_softmax_q(x, *params, ctx.rounding)]
 
 
@@ -495,7 +496,7 @@ def l2_normalization(ctx: OpContext) -> list[np.ndarray]:
         return [(xf / np.maximum(norm, F32(1e-6))).astype(dtype)]
     if dtype not in (np.int8, np.uint8) or x.dtype != dtype:
         raise ctx.error(f"{x.dtype} input with {dtype} output is not implemented")
-    qi = elementwise._quants(ctx, 0)[0]
+    qi = _quants(ctx, 0)[0]
     d = x.astype(np.int64) - qi.zp
     m, shift = inv_sqrt_multiplier((d * d).sum(axis=-1, keepdims=True))
     if dtype == np.uint8:  # the legacy kernel: 128·d rescaled, plus 128

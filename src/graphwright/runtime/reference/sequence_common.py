@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._common import ACT_NONE, ACT_RELU, ACT_RELU6, ACT_RELU_N1_TO_1, ACT_TANH, OpContext
-from .elementwise import _sigmoid
+from .activations import _sigmoid
 
 #: input indices of the LSTM operators
 _INPUT, _W_INPUT, _W_RECURRENT, _PEEPHOLE, _BIAS = 0, 1, 5, 9, 12
