@@ -77,6 +77,7 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     activations,
     add_sub_mul,
     binary_ops,
+    complex_ops,
     control_flow,
     conv,
     conv_3d,
@@ -84,12 +85,14 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     detection,
     fully_connected,
     index_ops,
+    lsh_projection,
     lstm,
     math_ops,
     matmul,
     misc_ops,
     pool,
     quantize_ops,
+    random_ops,
     reduce_ops,
     rnn,
     shape_ops,
@@ -112,7 +115,7 @@ _KERNEL_FAILURES = (ArithmeticError, ValueError, IndexError, TypeError, MemoryEr
 
 #: operators a run may leave out when every reader of their output says it does not read it
 _SKIPPABLE = frozenset({"LOGISTIC", "TANH"})
-#: operators with a seeded generator in their cache (``"philox"``, see :mod:`.misc_ops`), which
+#: operators with a seeded generator in their cache (``"philox"``, see :mod:`.random_ops`), which
 #: LiteRT seeds anew each time it prepares them
 _SEEDED_OPS = frozenset({"RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", "MULTINOMIAL"})
 #: pure operators whose outputs, given constant or shape-only inputs, are the same on every run

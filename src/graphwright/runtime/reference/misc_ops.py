@@ -3,23 +3,21 @@
 * ONE_HOT, BROADCAST_ARGS, UNIQUE, MATRIX_DIAG, MATRIX_SET_DIAG, SPARSE_TO_DENSE in the value
   types each LiteRT kernel takes (float32, int8, uint8, int32, int64; bool for ONE_HOT, int16 for
   MATRIX_DIAG and UNIQUE; quantized values are copied as integers);
-* L2_POOL_2D, FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE in float32; HASHTABLE_LOOKUP (int32 keys, numeric
-  values); REAL, IMAG, COMPLEX_ABS of complex64/complex128, RFFT2D; LSH_PROJECTION (FarmHash
-  Fingerprint64 of seed and input row, written here);
-* RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL and MULTINOMIAL: TensorFlow's Philox4x32-10 generator
-  seeded by the operator's seed and seed2 as LiteRT's, drawing on from run to run; unseeded ones
-  (both 0: LiteRT seeds from /dev/urandom) are refused as non-deterministic.
+* FAKE_QUANT, EMBEDDING_LOOKUP_SPARSE in float32; HASHTABLE_LOOKUP (int32 keys, numeric values).
+
+Families of their own: L2_POOL_2D in :mod:`.pool`; REAL, IMAG, COMPLEX_ABS, RFFT2D in
+:mod:`.complex_ops`; LSH_PROJECTION in :mod:`.lsh_projection`; RANDOM_UNIFORM,
+RANDOM_STANDARD_NORMAL, MULTINOMIAL in :mod:`.random_ops`.
 
 SKIP_GRAM is refused: its tensors are strings, which the interpreter does not compute with.
-O(output size), but UNIQUE (O(n log n)), LSH_PROJECTION (O(bits · input)) and MULTINOMIAL
-(O(samples · log classes)).
+O(output size), but UNIQUE (O(n log n)).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._common import REFUSED, OpContext, apply_activation, ints, kernel, output_size, padding_before, round_half_away
+from ._common import REFUSED, OpContext, ints, kernel, round_half_away
 from .prepare import OpCheck, Shape, prepare_rule
 
 REFUSED["SKIP_GRAM"] = ("it reads and writes string tensors; graphwright reads them from the file, but the "
@@ -104,33 +102,6 @@ def sparse_to_dense(ctx: OpContext) -> list[np.ndarray]:
     return [out]
 
 
-@kernel("L2_POOL_2D")
-def l2_pool(ctx: OpContext) -> list[np.ndarray]:
-    """sqrt(mean of squares) over each window's in-bounds elements (float32), then the activation."""
-    x = ctx.x(0)
-    if x.dtype != np.float32 or x.ndim != 4:
-        raise ctx.error(f"its input is {x.dtype} {list(x.shape)}; LiteRT's kernel takes float32 NHWC")
-    kh, kw = int(ctx.attr("filter_height", 1)), int(ctx.attr("filter_width", 1))
-    sh, sw = int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))
-    padding = int(ctx.attr("padding", 0))
-    n, h, w, c = x.shape
-    oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
-    top, left = padding_before(h, kh, sh, 1, oh)[0], padding_before(w, kw, sw, 1, ow)[0]
-    # zero-padded squares: a padded element adds an exact 0 and is not counted
-    bottom, right = max((oh - 1) * sh + kh - top - h, 0), max((ow - 1) * sw + kw - left - w, 0)
-    squares = np.pad(x * x, ((0, 0), (top, bottom), (left, right), (0, 0)))
-    inside = np.pad(np.ones((h, w), np.int32), ((top, bottom), (left, right)))
-    total = np.zeros((n, oh, ow, c), np.float32)
-    count = np.zeros((oh, ow), np.int32)
-    for ky in range(kh):  # LiteRT adds in float32, filter row by row
-        for kx in range(kw):
-            rows, cols = slice(ky, ky + (oh - 1) * sh + 1, sh), slice(kx, kx + (ow - 1) * sw + 1, sw)
-            total += squares[:, rows, cols]
-            count += inside[rows, cols]
-    out = np.sqrt(total / count[None, :, :, None].astype(np.float32))
-    return [apply_activation(ctx, out, np.dtype(np.float32))]
-
-
 def _nudged(low: float, high: float, bits: int) -> tuple[np.float32, np.float32, np.float32]:
     """LiteRT's FakeQuant Nudge on the grid 0 .. 2^bits - 1: (min, max, scale) moved so that
     real 0 is a grid point (float32)."""
@@ -211,248 +182,6 @@ def hashtable_lookup(ctx: OpContext) -> list[np.ndarray]:
     return [out, hits]
 
 
-@kernel("REAL", "IMAG", "COMPLEX_ABS")
-def complex_part(ctx: OpContext) -> list[np.ndarray]:
-    """The real part, imaginary part or magnitude of complex64 (float32) / complex128 (float64) values."""
-    x = ctx.x(0)
-    if x.dtype.kind != "c":
-        raise ctx.error(f"its input is {x.dtype}; LiteRT's kernel takes complex64 or complex128")
-    part = {"REAL": np.real, "IMAG": np.imag, "COMPLEX_ABS": np.abs}[ctx.node.op](x)
-    return [np.ascontiguousarray(part, ctx.out_dtype())]
-
-
-@kernel("RFFT2D")
-def rfft2d(ctx: OpContext) -> list[np.ndarray]:
-    """The 2-D real FFT over the last two dimensions (what ``tf.signal.stft`` and ``rfft2d`` become):
-    the input cropped or zero-padded to ``fft_length`` (input 1), transformed in double as LiteRT's
-    kernel does (its Ooura rdft2d: the same transform to within float rounding), the
-    ``fft_length[1] / 2 + 1`` non-negative frequencies as complex64."""
-    x, lengths = ctx.x(0), [int(n) for n in ints(ctx.x(1))]
-    if x.dtype != np.float32 or x.ndim < 2:
-        raise ctx.error(f"its input is {x.dtype} of rank {x.ndim}; LiteRT's kernel takes float32 of rank 2 or more")
-    return [np.fft.rfft2(x.astype(np.float64), s=lengths, axes=(-2, -1)).astype(np.complex64)]
-
-
-# -- LSH_PROJECTION: FarmHash's Fingerprint64 (farmhashna::Hash64) --------------------------------
-
-_MASK = (1 << 64) - 1
-_K0, _K1, _K2 = 0xC3A5C85C97CB3127, 0xB492B66FBE98F273, 0x9AE16A3B2F90404F
-
-
-def _rotr(v: int, shift: int) -> int:
-    return ((v >> shift) | (v << (64 - shift))) & _MASK
-
-
-def _fetch(s: bytes, at: int, size: int = 8) -> int:
-    return int.from_bytes(s[at:at + size], "little")
-
-
-def _shift_mix(v: int) -> int:
-    return v ^ (v >> 47)
-
-
-def _hash16(u: int, v: int, mul: int) -> int:
-    a = _shift_mix(((u ^ v) * mul) & _MASK)
-    b = _shift_mix(((v ^ a) * mul) & _MASK)
-    return (b * mul) & _MASK
-
-
-def _weak32(s: bytes, at: int, a: int, b: int) -> tuple[int, int]:
-    """FarmHash's WeakHashLen32WithSeeds of the 32 bytes at ``at``."""
-    w, x, y, z = (_fetch(s, at + 8 * k) for k in range(4))
-    a = (a + w) & _MASK
-    b = _rotr((b + a + z) & _MASK, 21)
-    c = a
-    a = (a + x + y) & _MASK
-    b = (b + _rotr(a, 44)) & _MASK
-    return (a + z) & _MASK, (b + c) & _MASK
-
-
-def _fingerprint_long(s: bytes) -> int:
-    """Fingerprint64 of more than 64 bytes: 64-byte rounds on a 56-byte state, then the last 64 bytes."""
-    n = len(s)
-    x, y = 81, (81 * _K1 + 113) & _MASK
-    z = (_shift_mix((y * _K2 + 113) & _MASK) * _K2) & _MASK
-    v, w = (0, 0), (0, 0)
-    x = (x * _K2 + _fetch(s, 0)) & _MASK
-    end = ((n - 1) // 64) * 64
-    last = end + ((n - 1) & 63) - 63
-
-    def mix(at: int, mul: int, nine: int) -> None:
-        nonlocal x, y, z, v, w
-        x = (_rotr((x + y + v[0] + _fetch(s, at + 8)) & _MASK, 37) * mul) & _MASK
-        y = (_rotr((y + v[1] + _fetch(s, at + 48)) & _MASK, 42) * mul) & _MASK
-        x ^= (w[1] * nine) & _MASK
-        y = (y + v[0] * nine + _fetch(s, at + 40)) & _MASK
-        z = (_rotr((z + w[0]) & _MASK, 33) * mul) & _MASK
-        v = _weak32(s, at, (v[1] * mul) & _MASK, (x + w[0]) & _MASK)
-        w = _weak32(s, at + 32, (z + w[1]) & _MASK, (y + _fetch(s, at + 16)) & _MASK)
-        x, z = z, x
-
-    for at in range(0, end, 64):
-        mix(at, _K1, 1)
-    mul = (_K1 + ((z & 0xFF) << 1)) & _MASK
-    w = ((w[0] + ((n - 1) & 63)) & _MASK, w[1])
-    v = ((v[0] + w[0]) & _MASK, v[1])
-    w = ((w[0] + v[0]) & _MASK, w[1])
-    mix(last, mul, 9)
-    return _hash16((_hash16(v[0], w[0], mul) + _shift_mix(y) * _K0 + z) & _MASK,
-                   (_hash16(v[1], w[1], mul) + x) & _MASK, mul)
-
-
-def _fingerprint64(s: bytes) -> int:
-    """FarmHash Fingerprint64 (farmhashna::Hash64) of ``s``, as an unsigned 64-bit integer."""
-    n = len(s)
-    mul = (_K2 + 2 * n) & _MASK
-    if n > 64:
-        return _fingerprint_long(s)
-    if n > 32:
-        a, b = (_fetch(s, 0) * _K2) & _MASK, _fetch(s, 8)
-        c, d = (_fetch(s, n - 8) * mul) & _MASK, (_fetch(s, n - 16) * _K2) & _MASK
-        y = (_rotr((a + b) & _MASK, 43) + _rotr(c, 30) + d) & _MASK
-        z = _hash16(y, (a + _rotr((b + _K2) & _MASK, 18) + c) & _MASK, mul)
-        e, f = (_fetch(s, 16) * mul) & _MASK, _fetch(s, 24)
-        g, h = ((y + _fetch(s, n - 32)) * mul) & _MASK, ((z + _fetch(s, n - 24)) * mul) & _MASK
-        return _hash16((_rotr((e + f) & _MASK, 43) + _rotr(g, 30) + h) & _MASK,
-                       (e + _rotr((f + a) & _MASK, 18) + g) & _MASK, mul)
-    if n > 16:
-        a, b = (_fetch(s, 0) * _K1) & _MASK, _fetch(s, 8)
-        c, d = (_fetch(s, n - 8) * mul) & _MASK, (_fetch(s, n - 16) * _K2) & _MASK
-        return _hash16((_rotr((a + b) & _MASK, 43) + _rotr(c, 30) + d) & _MASK,
-                       (a + _rotr((b + _K2) & _MASK, 18) + c) & _MASK, mul)
-    if n >= 8:
-        a, b = (_fetch(s, 0) + _K2) & _MASK, _fetch(s, n - 8)
-        c = (_rotr(b, 37) * mul + a) & _MASK
-        return _hash16(c, ((_rotr(a, 25) + b) * mul) & _MASK, mul)
-    if n >= 4:
-        return _hash16((n + (_fetch(s, 0, 4) << 3)) & _MASK, _fetch(s, n - 4, 4), mul)
-    if n:
-        y, z = s[0] + (s[n >> 1] << 8), n + (s[n - 1] << 2)
-        return (_shift_mix(((y * _K2) ^ (z * _K0)) & _MASK) * _K2) & _MASK
-    return _K2
-
-
-def _sign_bit(rows: list[bytes], weights: np.ndarray | None, seed: np.float32) -> int:
-    """1 when the (weighted) sum of the rows' signed hashes under ``seed`` (its float32 bytes first) is positive."""
-    prefix = seed.tobytes()
-    score = 0.0
-    for i, row in enumerate(rows):
-        signature = _fingerprint64(prefix + row)
-        value = float(signature - (1 << 64) if signature >> 63 else signature)  # int64 -> double
-        score += value if weights is None else float(weights[i]) * value
-    return int(score > 0)
-
-
-@kernel("LSH_PROJECTION")
-def lsh_projection(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's kernel: bit j of hash function i is the sign of Σ weight·Fingerprint64(seed ‖ row)
-    with seed the float32 value [i, j] of the first input; sparse (type 1): each function's bits
-    as an integer plus i·2^bits, dense (type 2): every bit."""
-    seeds = ctx.x(0).astype(np.float32)
-    functions, bits = seeds.shape
-    x = np.ascontiguousarray(ctx.x(1))
-    rows = [row.tobytes() for row in x.reshape(x.shape[0], -1)]
-    weights = ctx.x(2) if ctx.has(2) else None
-    signs = np.asarray([[_sign_bit(rows, weights, seed) for seed in row] for row in seeds], np.int32)
-    if int(ctx.attr("type", 0) or 0) == 2:
-        return [signs.reshape(-1)]
-    packed = (signs << np.arange(bits - 1, -1, -1, dtype=np.int32)).sum(axis=1, dtype=np.int32)
-    return [packed + np.arange(functions, dtype=np.int32) * np.int32(1 << bits)]
-
-
-# -- RANDOM_UNIFORM, RANDOM_STANDARD_NORMAL, MULTINOMIAL: TensorFlow's Philox4x32-10 -----------------
-
-_PHILOX_M = (0xD2511F53, 0xCD9E8D57)
-_PHILOX_W = (0x9E3779B9, 0xBB67AE85)
-_U32 = np.uint64(0xFFFFFFFF)
-
-
-def _seed(value: object) -> int:
-    """A seed as LiteRT holds it: the option's int64 cut to a C ``int``, then widened back with its sign."""
-    low = int(value or 0) & 0xFFFFFFFF  # type: ignore[call-overload]
-    return low - (1 << 32) if low >> 31 else low
-
-
-def _philox(ctx: OpContext, blocks: int, skip: int | None = None) -> np.ndarray:
-    """The next ``blocks`` outputs of the node's Philox4x32-10 generator ([blocks, 4] uint32), seeded as
-    LiteRT's (key = seed, counter high half = seed2), one counter step per block; the generator then
-    moves on by ``blocks`` steps (or ``skip``).  It lives in the node's cache, so it goes on from run
-    to run as LiteRT's does."""
-    if "philox" not in ctx.cache:
-        seed, seed2 = (_seed(ctx.attr(name)) & ((1 << 64) - 1) for name in ("seed", "seed2"))
-        ctx.cache["philox"] = (seed, seed2 << 64)  # key, 128-bit counter
-    key, counter = ctx.cache["philox"]
-    counters = [(counter + k) & ((1 << 128) - 1) for k in range(blocks)]
-    ctx.cache["philox"] = (key, (counter + (blocks if skip is None else skip)) & ((1 << 128) - 1))
-    words = np.asarray([[(c >> (32 * w)) & 0xFFFFFFFF for w in range(4)] for c in counters], np.uint64).reshape(-1, 4)
-    k0, k1 = key & 0xFFFFFFFF, key >> 32
-    for _ in range(10):
-        p0, p1 = words[:, 0] * np.uint64(_PHILOX_M[0]), words[:, 2] * np.uint64(_PHILOX_M[1])
-        words = np.stack([(p1 >> np.uint64(32)) ^ words[:, 1] ^ np.uint64(k0), p1 & _U32,
-                          (p0 >> np.uint64(32)) ^ words[:, 3] ^ np.uint64(k1), p0 & _U32], axis=1)
-        k0, k1 = (k0 + _PHILOX_W[0]) & 0xFFFFFFFF, (k1 + _PHILOX_W[1]) & 0xFFFFFFFF
-    return words.astype(np.uint32)
-
-
-def _unit_floats(bits: np.ndarray) -> np.ndarray:
-    """TF's Uint32ToFloat: 23 random mantissa bits under exponent 0, minus 1 — in [0, 1)."""
-    return ((bits & np.uint32(0x7FFFFF)) | np.uint32(127 << 23)).view(np.float32) - np.float32(1)
-
-
-def _random_shape(ctx: OpContext) -> list[int]:
-    shape = ints(ctx.x(0))
-    if any(d < 0 for d in shape):
-        raise ctx.error(f"output shape {shape} has a negative dimension")
-    return shape
-
-
-@kernel("RANDOM_UNIFORM")
-def random_uniform(ctx: OpContext) -> list[np.ndarray]:
-    """Uniform [0, 1) floats, four per generator step (as LiteRT, a partial last step is spent)."""
-    shape = _random_shape(ctx)
-    count = int(np.prod(shape))
-    return [_unit_floats(_philox(ctx, -(-count // 4)).reshape(-1)[:count]).reshape(shape)]
-
-
-@kernel("RANDOM_STANDARD_NORMAL")
-def random_standard_normal(ctx: OpContext) -> list[np.ndarray]:
-    """Box-Muller pairs in float32 (TF's BoxMullerFloat): r = sqrt(-2 log max(u0, 1e-7)),
-    (r sin 2πu1, r cos 2πu1), four per generator step."""
-    shape = _random_shape(ctx)
-    count = int(np.prod(shape))
-    bits = _philox(ctx, -(-count // 4)).reshape(-1, 2)
-    u0 = np.maximum(_unit_floats(bits[:, 0]), np.float32(1e-7))
-    angle = (2 * np.pi * _unit_floats(bits[:, 1]).astype(np.float64)).astype(np.float32)  # float(2π·u), π double
-    radius = np.sqrt(np.float32(-2) * np.log(u0))
-    pairs = np.stack([np.sin(angle) * radius, np.cos(angle) * radius], axis=1).astype(np.float32)
-    return [pairs.reshape(-1)[:count].reshape(shape)]
-
-
-@kernel("MULTINOMIAL")
-def multinomial(ctx: OpContext) -> list[np.ndarray]:
-    """As LiteRT's kernel: per batch row the (double) cumulative exp(logit − max finite logit) over the
-    finite logits, each sample the first class whose cumulative sum exceeds u·total, u a double from
-    52 random bits of two generator words (two per sample, rows drawing on in turn); then the
-    generator skips 512 steps per batch row and rounded-up-to-4 samples, for the next run."""
-    logits, samples = ctx.x(0), ints(ctx.x(1))
-    if logits.ndim != 2 or logits.shape[1] == 0 or len(samples) != 1 or samples[0] < 0:
-        raise ctx.error(f"logits {list(logits.shape)} or num_samples {samples} do not fit (LiteRT refuses them)")
-    batch, count = logits.shape[0], samples[0]
-    draws = batch * count
-    skip = batch * ((count + 3) // 4 * 4) * 2 * 256
-    bits = _philox(ctx, -(-draws // 2), skip).reshape(-1, 2)[:draws].astype(np.uint64)
-    mantissa = ((bits[:, 0] & np.uint64(0xFFFFF)) << np.uint64(32)) | bits[:, 1]
-    uniform = (mantissa | np.uint64(1023 << 52)).view(np.float64) - 1.0
-    out = np.empty((batch, count), ctx.out_dtype())
-    for row in range(batch):
-        values = logits[row].astype(np.float32)
-        finite = np.isfinite(values)
-        peak = float(values[finite].max()) if finite.any() else float(np.finfo(np.float32).min)
-        cdf = np.cumsum(np.where(finite, np.exp(values.astype(np.float64) - peak), 0.0))
-        out[row] = np.searchsorted(cdf, uniform[row * count:(row + 1) * count] * cdf[-1], side="right")
-    return [out]
-
-
 # -- prepare checks ---------------------------------------------------------------------------------
 
 #: the value types LiteRT's ONE_HOT and SPARSE_TO_DENSE kernels take (no int16: LiteRT fails on it)
@@ -513,17 +242,6 @@ def _sparse_to_dense_shape(op: OpCheck) -> list[Shape]:
     return [None if shape is None else tuple(shape)]
 
 
-@prepare_rule("L2_POOL_2D", arity=(1, 1))
-def _l2_pool_shape(op: OpCheck) -> list[Shape]:
-    x = op.rank(0, 4)
-    sizes = [op.int_attr(name, 1, 1) for name in ("filter_height", "filter_width", "stride_h", "stride_w")]
-    if x is None:
-        return [None]
-    padding = op.int_attr("padding", 0, 0, 1)
-    n, h, w, c = x
-    return [(n, output_size(h, sizes[0], sizes[2], 1, padding), output_size(w, sizes[1], sizes[3], 1, padding), c)]
-
-
 @prepare_rule("FAKE_QUANT", arity=(1, 1))
 def _fake_quant_shape(op: OpCheck) -> list[Shape]:
     op.int_attr("num_bits", 8, 1, 16)
@@ -562,69 +280,3 @@ def _hashtable_lookup_shape(op: OpCheck) -> list[Shape]:
     if lookups is None or values is None:
         return [None, None]
     return [(lookups[0], *values[1:]), lookups]
-
-
-@prepare_rule("REAL", "IMAG", "COMPLEX_ABS", arity=(1, 1))
-def _complex_part_shape(op: OpCheck) -> list[Shape]:
-    return [op.shape(0)]
-
-
-@prepare_rule("RFFT2D", arity=(2, 2))
-def _rfft2d_shape(op: OpCheck) -> list[Shape]:
-    op.need(1, "fft_length")
-    x, lengths = op.shape(0), op.ints(1, "fft_length")
-    if lengths is None or x is None:
-        return [None]
-    if len(lengths) != 2 or any(n <= 0 or n & (n - 1) for n in lengths):
-        raise op.fail(f"fft_length {lengths} is not two powers of two, as LiteRT's kernel needs")
-    if len(x) < 2:
-        raise op.fail(f"its input {list(x)} has rank below 2")
-    return [(*x[:-2], lengths[0], lengths[1] // 2 + 1)]
-
-
-@prepare_rule("LSH_PROJECTION", arity=(2, 3))
-def _lsh_projection_shape(op: OpCheck) -> list[Shape]:
-    op.need(0, "hash functions")
-    op.need(1, "input")
-    kind = op.int_attr("type", 0)
-    if kind not in (1, 2):
-        raise op.fail(f"its projection type {kind} is neither sparse (1) nor dense (2)")
-    functions, x = op.rank(0, 2), op.shape(1)
-    if functions is not None and functions[1] > 32:
-        raise op.fail(f"{functions[1]} bits per hash function are over LiteRT's 32")
-    if x is not None and not x:
-        raise op.fail("its input is a scalar")
-    if op.has(2):
-        weights = op.rank(2, 1)
-        if weights is not None and x is not None and weights[0] != x[0]:
-            raise op.fail(f"weights {list(weights)} do not fit input {list(x)}")
-    if functions is None:
-        return [None]
-    return [(functions[0],) if kind == 1 else (functions[0] * functions[1],)]
-
-
-def _seeded(op: OpCheck) -> None:
-    if not _seed(op.attr("seed")) and not _seed(op.attr("seed2")):
-        raise op.fail("a non-deterministic op: seed and seed2 are both 0, so LiteRT seeds its Philox generator "
-                      "from /dev/urandom", "give the operator a seed")
-
-
-@prepare_rule("RANDOM_UNIFORM", "RANDOM_STANDARD_NORMAL", arity=(1, 1))
-def _random_shape_rule(op: OpCheck) -> list[Shape]:
-    _seeded(op)
-    op.rank(0, 1)
-    out = op.node.outputs[0]
-    if out.dtype is not None and out.dtype.value != "float32":
-        raise op.fail(f"its output is {out.dtype.value}; LiteRT's kernel writes float32")
-    shape = op.ints(0, "shape")
-    return [None if shape is None else tuple(shape)]
-
-
-@prepare_rule("MULTINOMIAL", arity=(2, 2))
-def _multinomial_shape(op: OpCheck) -> list[Shape]:
-    _seeded(op)
-    logits, samples = op.rank(0, 2), op.ints(1, "num_samples")
-    out = op.node.outputs[0]
-    if out.dtype is not None and out.dtype.value not in ("int32", "int64"):
-        raise op.fail(f"its output is {out.dtype.value}; LiteRT's kernel writes int32 or int64")
-    return [None if logits is None or samples is None else (logits[0], max(samples[0], 0))]

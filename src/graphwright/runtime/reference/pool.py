@@ -1,4 +1,4 @@
-"""AVERAGE_POOL_2D, MAX_POOL_2D and MEAN, float and integer.
+"""AVERAGE_POOL_2D, MAX_POOL_2D and MEAN, float and integer; L2_POOL_2D (float32).
 
 Average pool (integer): ``y = (Σ x + count/2) / count`` for positive sums,
 ``(Σ x − count/2) / count`` otherwise (C division truncates: rounding half away
@@ -25,6 +25,7 @@ from ._common import (
     PAD_SAME,
     OpContext,
     activation_range,
+    apply_activation,
     clamp_cast,
     ints,
     kernel,
@@ -35,6 +36,7 @@ from ._common import (
 )
 from .fixedpoint import fold_divisor, multiply_by_quantized_multiplier, quantize_multiplier
 from .jit import kernels
+from .prepare import OpCheck, Shape, prepare_rule
 from .requant import FastRequant
 
 
@@ -211,3 +213,41 @@ def _mean_requantization(ctx: OpContext, n: int, dtype: np.dtype
                                  zp=q_out.zp, lo=lo, hi=hi, rounding=ctx.rounding, acc_dtype=np.float64,
                                  out_dtype=dtype, native=True)
     return m, shift, q_in.zp, q_out.zp, lo, hi, fast
+
+
+@kernel("L2_POOL_2D")
+def l2_pool(ctx: OpContext) -> list[np.ndarray]:
+    """sqrt(mean of squares) over each window's in-bounds elements (float32), then the activation."""
+    x = ctx.x(0)
+    if x.dtype != np.float32 or x.ndim != 4:
+        raise ctx.error(f"its input is {x.dtype} {list(x.shape)}; LiteRT's kernel takes float32 NHWC")
+    kh, kw = int(ctx.attr("filter_height", 1)), int(ctx.attr("filter_width", 1))
+    sh, sw = int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))
+    padding = int(ctx.attr("padding", 0))
+    n, h, w, c = x.shape
+    oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
+    top, left = padding_before(h, kh, sh, 1, oh)[0], padding_before(w, kw, sw, 1, ow)[0]
+    # zero-padded squares: a padded element adds an exact 0 and is not counted
+    bottom, right = max((oh - 1) * sh + kh - top - h, 0), max((ow - 1) * sw + kw - left - w, 0)
+    squares = np.pad(x * x, ((0, 0), (top, bottom), (left, right), (0, 0)))
+    inside = np.pad(np.ones((h, w), np.int32), ((top, bottom), (left, right)))
+    total = np.zeros((n, oh, ow, c), np.float32)
+    count = np.zeros((oh, ow), np.int32)
+    for ky in range(kh):  # LiteRT adds in float32, filter row by row
+        for kx in range(kw):
+            rows, cols = slice(ky, ky + (oh - 1) * sh + 1, sh), slice(kx, kx + (ow - 1) * sw + 1, sw)
+            total += squares[:, rows, cols]
+            count += inside[rows, cols]
+    out = np.sqrt(total / count[None, :, :, None].astype(np.float32))
+    return [apply_activation(ctx, out, np.dtype(np.float32))]
+
+
+@prepare_rule("L2_POOL_2D", arity=(1, 1))
+def _l2_pool_shape(op: OpCheck) -> list[Shape]:
+    x = op.rank(0, 4)
+    sizes = [op.int_attr(name, 1, 1) for name in ("filter_height", "filter_width", "stride_h", "stride_w")]
+    if x is None:
+        return [None]
+    padding = op.int_attr("padding", 0, 0, 1)
+    n, h, w, c = x
+    return [(n, output_size(h, sizes[0], sizes[2], 1, padding), output_size(w, sizes[1], sizes[3], 1, padding), c)]
