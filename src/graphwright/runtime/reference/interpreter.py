@@ -90,6 +90,7 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     math_ops,
     matmul,
     misc_ops,
+    normalization,
     pool,
     quantize_ops,
     random_ops,
