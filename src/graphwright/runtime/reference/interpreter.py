@@ -92,6 +92,7 @@ from . import (  # noqa: F401  (every module that registers kernels and their pr
     misc_ops,
     normalization,
     pool,
+    prepare_rules,
     quantize_ops,
     random_ops,
     reduce_ops,
