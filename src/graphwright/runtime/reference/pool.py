@@ -40,15 +40,22 @@ from .prepare import OpCheck, Shape, prepare_rule
 from .requant import FastRequant
 
 
-def _pool_taps(ctx: OpContext, x: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray]:
-    """``[N, OH, OW, KH·KW, C]`` taps (``fill`` outside the image) and the in-image mask."""
+def _window(ctx: OpContext, h: int, w: int) -> tuple[int, int, int, int, int, int, int, int]:
+    """``(KH, KW, stride_h, stride_w, OH, OW, padding top, padding left)`` of a pool over an ``h``x``w``
+    image (TFLite's output size; no padding before with VALID)."""
     kh, kw = int(ctx.attr("filter_height", 1)), int(ctx.attr("filter_width", 1))
     sh, sw = int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))
     padding = int(ctx.attr("padding", 0))
-    n, h, w, c = x.shape
     oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
-    pt, _ = padding_before(h, kh, sh, 1, oh) if padding == PAD_SAME else (0, 0)
-    pl, _ = padding_before(w, kw, sw, 1, ow) if padding == PAD_SAME else (0, 0)
+    pt = padding_before(h, kh, sh, 1, oh)[0] if padding == PAD_SAME else 0
+    pl = padding_before(w, kw, sw, 1, ow)[0] if padding == PAD_SAME else 0
+    return kh, kw, sh, sw, oh, ow, pt, pl
+
+
+def _pool_taps(ctx: OpContext, x: np.ndarray, fill: float) -> tuple[np.ndarray, np.ndarray]:
+    """``[N, OH, OW, KH·KW, C]`` taps (``fill`` outside the image) and the in-image mask."""
+    n, h, w, c = x.shape
+    kh, kw, sh, sw, oh, ow, pt, pl = _window(ctx, h, w)
     hp, wp = max((oh - 1) * sh + kh, h + pt), max((ow - 1) * sw + kw, w + pl)
     xp = np.full((n, hp, wp, c), fill, dtype=x.dtype)
     xp[:, pt:pt + h, pl:pl + w, :] = x
@@ -221,12 +228,8 @@ def l2_pool(ctx: OpContext) -> list[np.ndarray]:
     x = ctx.x(0)
     if x.dtype != np.float32 or x.ndim != 4:
         raise ctx.error(f"its input is {x.dtype} {list(x.shape)}; LiteRT's kernel takes float32 NHWC")
-    kh, kw = int(ctx.attr("filter_height", 1)), int(ctx.attr("filter_width", 1))
-    sh, sw = int(ctx.attr("stride_h", 1)), int(ctx.attr("stride_w", 1))
-    padding = int(ctx.attr("padding", 0))
     n, h, w, c = x.shape
-    oh, ow = output_size(h, kh, sh, 1, padding), output_size(w, kw, sw, 1, padding)
-    top, left = padding_before(h, kh, sh, 1, oh)[0], padding_before(w, kw, sw, 1, ow)[0]
+    kh, kw, sh, sw, oh, ow, top, left = _window(ctx, h, w)
     # zero-padded squares: a padded element adds an exact 0 and is not counted
     bottom, right = max((oh - 1) * sh + kh - top - h, 0), max((ow - 1) * sw + kw - left - w, 0)
     squares = np.pad(x * x, ((0, 0), (top, bottom), (left, right), (0, 0)))
