@@ -459,7 +459,7 @@ def middle_sums(x, out):  # type: ignore[no-untyped-def]
 @numba.njit(**_JIT)
 def softmax8(x, table, s_out, zp, lo, hi, half32, out):  # type: ignore[no-untyped-def]
     """8-bit SOFTMAX of the rows of ``x`` [R, N] into ``out`` as LiteRT's reference kernel (and the
-    numpy path of ``elementwise.softmax``): ``e[j] = table[max − x[j]]`` (float32), their sequential
+    numpy path of ``softmax.softmax``): ``e[j] = table[max − x[j]]`` (float32), their sequential
     float32 sum ``t``, ``p = e·(1/(t·s_out))`` in float32, rounded half up: ``⌊p + ½⌋`` in float32
     (``half32``, uint8 outputs: truncation after + 0.5 in float32) or in float64 (exact), ``+ zp``,
     clamped to [lo, hi]."""

@@ -211,7 +211,7 @@ class _Plan:
         """The steps a run keeping ``keep`` need not run: a LOGISTIC or TANH whose output is not
         kept and which every reader has said it does not read (``cache["unread"]``, the input
         index: an 8-bit MUL of the gate by its own input reads one 256-entry table of the input
-        instead, see ``elementwise._gated_table``).  Worked out once per ``keep`` after a first run."""
+        instead, see ``add_sub_mul._gated_table``).  Worked out once per ``keep`` after a first run."""
         key = frozenset(keep)
         found = self.skips.get(key)
         if found is not None:
