@@ -112,7 +112,7 @@ def _child(tool: str, src: str, dst: str) -> dict[str, object]:
         from graphwright.formats import onnx as onnx_format
         from graphwright.simplify import simplify
 
-        model, report = simplify(src)
+        model, report = simplify(src, provenance=False)  # as the CLI runs it (no --provenance)
         onnx_format.save(model, dst)
         nodes = report.after.nodes
         # which passes changed the model, and their per-rule counts: what made the difference

@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             atol=args.atol,
             target=args.target,
             inline_functions=args.inline_functions,
+            provenance=args.provenance,  # recorded only when the sidecar is wanted
         )
     console = stdout()
     if report.checks and not report.check_ok:

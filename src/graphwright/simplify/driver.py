@@ -31,6 +31,7 @@ from ..ir import Model, all_graphs
 from ..runtime import ModelSource, prepare
 from ..transforms import Params, StepRunner, TransformContext
 from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT, fold_budget_for
+from ..transforms.runner import PROVENANCE_KEY
 from ..verify import CompareReport, compare
 from .options import InputShapes, parse_size, resolve_skips
 from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
@@ -105,8 +106,8 @@ class _FixedPoint:
     :class:`~graphwright.transforms.StepRunner` (structural check of every graph after it).
     """
 
-    def __init__(self, model: Model, report: SimplifyReport) -> None:
-        self.steps = StepRunner(model)
+    def __init__(self, model: Model, report: SimplifyReport, *, provenance: bool = True) -> None:
+        self.steps = StepRunner(model, provenance=provenance)
         self.report = report
         self.epoch = 0
         self.clean_at: dict[str, int] = {}
@@ -161,6 +162,7 @@ def simplify(
     atol: float | None = None,
     target: str = "standard",
     inline_functions: bool = False,
+    provenance: bool = True,
 ) -> tuple[Model, SimplifyReport]:
     """Simplify an ONNX model (a :class:`Model`, changed in place, or a path) and report what changed.
 
@@ -185,6 +187,10 @@ def simplify(
     Model-local functions are kept (their calls are opaque to every pass)
     unless ``inline_functions`` is set: then every call is first replaced by
     the function's body (``inline_local_functions``) and simplified with the rest.
+
+    ``provenance`` records, step by step, which original nodes each node comes from (read by
+    ``graphwright.diff.write_provenance``); off, no record is kept (any earlier one is dropped, it
+    would no longer describe the model) and each step skips two snapshots of every node.
     """
     if max_iterations < 1:
         raise TransformError(f"simplify: max_iterations must be at least 1, got {max_iterations}")
@@ -204,7 +210,9 @@ def simplify(
     fold_total = fold_budget_for(model.graph) if budget is None else budget
     limits: dict[str, object] = {"size_limit": limit, "fold_budget": budget}
     passes = [] if skip_all_optimizations else [p for p in OPTIMIZATION_PASSES if p not in skipped_passes]
-    runner = _FixedPoint(model, report)
+    if not provenance:
+        model.meta.pop(PROVENANCE_KEY, None)
+    runner = _FixedPoint(model, report, provenance=provenance)
     if inline_functions:
         runner.run(0, "inline_local_functions")
     cheap = [p for p in passes if p not in _EXPENSIVE]

@@ -126,9 +126,11 @@ class StepRunner:
     itself.  ``run_pipeline`` and ``simplify``'s fixed point both run their steps here.
     """
 
-    def __init__(self, model: Model, ctx: TransformContext | None = None) -> None:
+    def __init__(self, model: Model, ctx: TransformContext | None = None, *, provenance: bool = True) -> None:
         self.model = model
         self.ctx = ctx if ctx is not None else TransformContext()
+        #: record :class:`Provenance` (off: no per-step node snapshots; simplify's CLI without --provenance)
+        self.provenance = provenance
 
     def run(self, spec: TransformSpec | str, kwargs: dict[str, Any] | None = None, *,
             label: str | None = None) -> StepReport:
@@ -141,12 +143,15 @@ class StepRunner:
         if observer is not None:
             observer(label or spec.name, before)
         start = time.perf_counter()
-        provenance = provenance_of(model, create=True)
-        assert provenance is not None
-        provenance.begin(model)
+        provenance = provenance_of(model, create=True) if self.provenance else None
+        if provenance is not None:
+            provenance.begin(model)
         finished = False
         try:
-            with recording(provenance.rewrite):
+            if provenance is not None:
+                with recording(provenance.rewrite):
+                    result = spec.fn(model, self.ctx, **(kwargs or {}))
+            else:
                 result = spec.fn(model, self.ctx, **(kwargs or {}))
             if not isinstance(result, TransformResult):
                 raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")
@@ -160,9 +165,10 @@ class StepRunner:
                 raise TransformError(f"{spec.name} left the graph inconsistent: {e}") from e
             finished = True
         finally:
-            if not finished:
+            if not finished and provenance is not None:
                 provenance.abandon()
-        provenance.end(model, label or spec.name)
+        if provenance is not None:
+            provenance.end(model, label or spec.name)
         return StepReport(label or spec.name, result.changed, time.perf_counter() - start, before,
                           len(model.graph), dict(result.stats), list(result.notes),
                           refusals=list(result.refusals))

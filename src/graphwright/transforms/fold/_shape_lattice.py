@@ -265,6 +265,9 @@ class Lattice:
         self._no_elems: set[Value] = set()  # values known to have no tracked contents
         self.scalar: set[Value] = set()  # values among _elems that are 0-d
         self.alias: dict[str, Elem] = {}  # generated unk__N symbol -> what the lattice derived for it
+        #: small 2-D integer tensors: value -> (columns, row-major elements); only along PyTorch's
+        #: pad-order idiom (Reshape to [-1, k], Slice of rows, Transpose, Reshape back to 1-D)
+        self._rows: dict[Value, tuple[int, list[Elem]]] = {}
 
     # ----- reading -----------------------------------------------------------------------------
     def dim_elem(self, value: Value, i: int, d: object) -> Elem:
@@ -404,10 +407,18 @@ class Lattice:
             if d == 0 or max(0, math.ceil((lim - s) / d)) > MAX_LEN:
                 return None
             return list(range(s, lim, d))
+        if ins and ins[0] is not None and ins[0] in self._rows:
+            return self._matrix(node)
         data = self.elems(ins[0]) if ins else None
         if data is None:
             return None
         out = node.output
+        if op == "Reshape" and len(ins) == 2 and not self.is_scalar(ins[0]):
+            target = self.elems(ins[1])
+            if target is not None and len(target) == 2 and all(is_int(t) for t in target) and target[1] > 0 \
+                    and target[0] in (-1, len(data) // target[1]) and len(data) % target[1] == 0:
+                self._rows[out] = (int(target[1]), list(data))  # 1-D -> [rows, k]: no 1-D contents
+                return None
         if op in ("Identity", "Cast"):
             to = node.attr("to") if op == "Cast" else None
             if op == "Cast" and to not in (6, 7, 9):  # int32, int64, bool: no wrap-around on sizes
@@ -501,6 +512,43 @@ class Lattice:
         if op == "ReduceProd" and self.rank(ins[0]) == 1 and not node.attr("keepdims", 1):
             self.scalar.add(out)
             return [product(data)]
+        return None
+
+    def _matrix(self, node: Node) -> list[Elem] | None:
+        """PyTorch's pad-order idiom on a small 2-D integer tensor (from :meth:`_contents`): a Slice
+        of whole rows (axis 0, any step), a Transpose, a Reshape back to 1-D (its contents), a Cast.
+        Anything else on a tracked matrix is unknown."""
+        op, ins = node.op, node.inputs
+        found = self._rows.get(ins[0])
+        if found is None:
+            return None
+        cols, flat = found
+        rows = len(flat) // cols
+        out = node.output
+        if op == "Slice" and len(ins) >= 3:
+            starts, ends = self.elems(ins[1]), self.elems(ins[2])
+            axes = self.elems(ins[3]) if len(ins) > 3 and ins[3] is not None else [0]
+            steps = self.elems(ins[4]) if len(ins) > 4 and ins[4] is not None else [1]
+            if not (starts and ends and axes and steps) or any(len(x) != 1 for x in (starts, ends, axes, steps)) \
+                    or not all(is_int(x[0]) for x in (starts, ends, axes, steps)) or axes[0] not in (0, -2) \
+                    or steps[0] == 0:
+                return None
+            picked = range(rows)[slice(starts[0], ends[0], steps[0])]  # type: ignore[misc]
+            self._rows[out] = (cols, [flat[r * cols + c] for r in picked for c in range(cols)])
+            return None
+        if op == "Transpose":
+            perm = node.attr("perm")
+            if perm is not None and [int(p) for p in perm] != [1, 0]:
+                return None
+            self._rows[out] = (rows, [flat[r * cols + c] for c in range(cols) for r in range(rows)])
+            return None
+        if op in ("Identity", "Cast") and (op == "Identity" or node.attr("to") in (6, 7)):
+            self._rows[out] = found
+            return None
+        if op == "Reshape" and len(ins) == 2:
+            target = self.elems(ins[1])
+            if target is not None and len(target) == 1 and target[0] in (-1, len(flat)):
+                return list(flat)
         return None
 
     def _same_rank(self, out: Value, source: Value | None) -> None:
@@ -611,6 +659,12 @@ class Lattice:
             return [out, out]
         if op in ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool") and first is not None and len(first) >= 3:
             return [first[:2] + [1] * (len(first) - 2)]
+        if op == "Pad" and first is not None and len(ins) >= 2 and (len(ins) < 4 or ins[3] is None):
+            pads = self.elems(ins[1])  # (opset >= 11: pads an input; every axis, begins then ends)
+            rank = len(first)
+            if pads is None or len(pads) != 2 * rank or any(isinstance(e, bool) for e in pads):
+                return None
+            return [[add(add(first[i], pads[i]), pads[i + rank]) for i in range(rank)]]
         if op == "Flatten" and first is not None:
             axis = _norm_axis(int(node.attr("axis", 1)), len(first) + 1)
             if axis is None:

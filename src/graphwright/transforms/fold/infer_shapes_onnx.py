@@ -138,11 +138,12 @@ def canonical_symbols(types: dict[Value, tuple[DType | None, Shape]]) -> dict[Va
     """
     mapping: dict[str, str] = {}
     out: dict[Value, tuple[DType | None, Shape]] = {}
+    fullmatch = _GENERATED.fullmatch
     for value, (dtype, shape) in types.items():
-        if shape is not None:
+        if shape is not None and any(d.__class__ is str for d in shape):  # (most shapes are all ints)
             dims = []
             for d in shape:
-                if isinstance(d, str) and _GENERATED.fullmatch(d):
+                if d.__class__ is str and d.startswith("unk__") and fullmatch(d):
                     d = mapping.setdefault(d, f"unk__{len(mapping)}")
                 dims.append(d)
             shape = tuple(dims)
@@ -150,11 +151,50 @@ def canonical_symbols(types: dict[Value, tuple[DType | None, Shape]]) -> dict[Va
     return out
 
 
-def apply_types(model: Model, types: dict[Value, tuple[DType | None, Shape]]) -> int:
+class _Renaming:
+    """Whether the changes of one run are only a renumbering of generated symbols (``unk__N``).
+
+    Removing nodes shifts the first appearances the numbering follows, so a run on a smaller
+    model renames hundreds of values' symbols while every equality between dims stays as it
+    was: a one-to-one renaming of generated symbols tells no pass anything new.  Anything
+    else (a dim learned, forgotten or of another rank, a dtype, two symbols merged or split)
+    is a real change."""
+
+    __slots__ = ("old_to_new", "new_to_old", "real")
+
+    def __init__(self) -> None:
+        self.old_to_new: dict[str, str] = {}
+        self.new_to_old: dict[str, str] = {}
+        self.real = False
+
+    def note(self, old_dtype: object, old: Shape, new_dtype: object, new: Shape) -> None:
+        if self.real:
+            return
+        if old_dtype != new_dtype or old is None or new is None or len(old) != len(new):
+            self.real = True
+            return
+        for a, b in zip(old, new):
+            if a == b:
+                if isinstance(a, str) and _GENERATED.fullmatch(a) and (
+                        self.old_to_new.setdefault(a, b) != b or self.new_to_old.setdefault(b, a) != a):
+                    self.real = True
+                    return
+                continue
+            if not (isinstance(a, str) and isinstance(b, str) and _GENERATED.fullmatch(a) and _GENERATED.fullmatch(b)):
+                self.real = True
+                return
+            if self.old_to_new.setdefault(a, b) != b or self.new_to_old.setdefault(b, a) != a:
+                self.real = True
+                return
+
+
+def apply_types(model: Model, types: dict[Value, tuple[DType | None, Shape]],
+                renaming: _Renaming | None = None) -> int:
     """Copy inferred types onto values; returns how many values changed.
 
     Generated symbols on values this run did not type are forgotten: they
     belong to an earlier run's numbering and could falsely equal this one's.
+    ``renaming`` (if given) is told every change, to decide whether the run only renumbered.
     """
     updated = 0
     for graph in all_graphs(model):
@@ -167,13 +207,19 @@ def apply_types(model: Model, types: dict[Value, tuple[DType | None, Shape]]) ->
                         value.shape = tuple(None if isinstance(d, str) and _GENERATED.fullmatch(d) else d
                                             for d in shape)
                         updated += 1
+                        if renaming is not None:
+                            renaming.real = True
                     continue
                 dtype, shape = found
                 new_dtype = dtype if dtype is not None else value.dtype
                 new_shape = merge_shape(value.shape, shape)
                 if new_dtype != value.dtype or new_shape != value.shape:
+                    if renaming is not None:
+                        renaming.note(value.dtype, value.shape, new_dtype, new_shape)
                     value.dtype, value.shape = new_dtype, new_shape
                     updated += 1
+                elif renaming is not None and new_shape is not None and not renaming.real:
+                    renaming.note(value.dtype, value.shape, new_dtype, new_shape)  # a kept symbol stays itself
     return updated
 
 
@@ -210,6 +256,8 @@ def infer_shapes(
         return TransformResult(False, {"values_typed": 0}, [f"shape inference failed: {e}"])
     for note in notes:
         ctx.warn(note)
-    updated = apply_types(model, canonical_symbols(types))
+    renaming = _Renaming()
+    updated = apply_types(model, canonical_symbols(types), renaming)
     stats = {"values_typed": updated, **({"cut": len(bombs)} if bombs else {})}
-    return TransformResult(updated > 0, stats, notes)
+    # a run that only renumbered generated symbols (one to one) changed nothing a pass can see
+    return TransformResult(updated > 0 and renaming.real, stats, notes)
