@@ -10,7 +10,8 @@ stays callable from Python with real keyword arguments.
 Built-in transforms are imported by :mod:`graphwright.transforms.builtin`;
 plugins register through the ``graphwright.transforms`` entry-point group, each
 entry point naming a module (or callable) whose import registers transforms.
-Both are loaded explicitly, on the first lookup, never as an import side effect.
+Both are loaded explicitly, on the first lookup, never as an import side effect; a lookup of
+one of :data:`LAZY_BUILTINS` (simplify's passes) imports that transform's module only.
 """
 
 from __future__ import annotations
@@ -159,8 +160,46 @@ def _load() -> None:
             loaded()
 
 
+#: Built-in transforms a lookup by name loads on their own (their module only, not every built-in
+#: and plugin): ``simplify``'s passes, so that its start-up imports no TensorFlow/TFLite/quantize
+#: transform it never runs.  Any other name loads everything; tests/simplify/test_lazy_registry.py
+#: checks each entry against the full registry.
+LAZY_BUILTINS: dict[str, str] = {
+    "eliminate_dead_code": "cleanup.eliminate_dead_code_onnx",
+    "eliminate_identity": "cleanup.eliminate_identity_onnx",
+    "eliminate_nop": "cleanup.eliminate_nop_onnx",
+    "fold_symbolic_shapes": "fold.fold_symbolic_shapes_onnx",
+    "fuse_attention": "fuse.fuse_attention_onnx",
+    "fuse_bn_into_conv": "fuse.fuse_bn_into_conv_onnx",
+    "fuse_consecutive_reshapes": "fuse.fuse_consecutive_reshapes_onnx",
+    "fuse_consecutive_slices": "fuse.fuse_consecutive_slices_onnx",
+    "fuse_consecutive_transposes": "fuse.fuse_consecutive_transposes_onnx",
+    "fuse_gelu": "fuse.fuse_gelu_onnx",
+    "fuse_layer_norm": "fuse.fuse_layer_norm_onnx",
+    "fuse_matmul_add_into_gemm": "fuse.fuse_matmul_add_into_gemm_onnx",
+    "fuse_mul_add_into_conv": "fuse.fuse_mul_add_into_conv_onnx",
+    "fuse_ort_contrib": "fuse.fuse_ort_contrib_onnx",
+    "fuse_pad_into_conv": "fuse.fuse_pad_into_conv_onnx",
+    "fuse_reshape_gemm": "fuse.fuse_reshape_gemm_onnx",
+    "fuse_rms_norm": "fuse.fuse_rms_norm_onnx",
+    "fuse_slices_into_split": "fuse.fuse_slices_into_split_onnx",
+    "infer_shapes": "fold.infer_shapes_onnx",
+    "inline_constant_if": "inline.inline_constant_if_onnx",
+    "inline_local_functions": "inline.inline_local_functions_onnx",
+    "merge_duplicate_nodes": "cleanup.merge_duplicate_nodes",
+    "onnx_fold_constants": "fold.onnx_fold_constants",
+}
+
+
 def get(name: str) -> TransformSpec:
     """The transform registered as ``name``; the error lists the valid names."""
+    if not _LOADED and name in LAZY_BUILTINS:
+        spec = _REGISTRY.get(name)
+        if spec is None:
+            importlib.import_module(f"{__package__}.{LAZY_BUILTINS[name]}")
+            spec = _REGISTRY.get(name)
+        if spec is not None:
+            return spec
     _load()
     spec = _REGISTRY.get(name)
     if spec is None:
