@@ -1,10 +1,10 @@
 """``simplify``: shape inference, elimination/fusion passes and constant folding to a fixed point.
 
-One iteration is: an inner fixed point of ``infer_shapes`` and the cheap
-passes of :data:`~graphwright.simplify.passes.OPTIMIZATION_PASSES` (in
-order), then ``merge_duplicate_nodes`` (which tells weights apart by sampled
-fingerprints; it runs once per iteration),
-``onnx_fold_constants`` and ``eliminate_dead_code``.
+One iteration is: ``infer_shapes``, the cheap passes of
+:data:`~graphwright.simplify.passes.OPTIMIZATION_PASSES` (in order), then
+``merge_duplicate_nodes`` (which tells weights apart by sampled fingerprints),
+``onnx_fold_constants`` and ``eliminate_dead_code``.  A pass that changed nothing
+is not run again until something else changed the model (see :class:`_FixedPoint`).
 Iterations repeat until one changes nothing (shape inference alone does not
 count as a change) or ``max_iterations`` is reached.  Because the last iteration changed nothing,
 simplifying the result again changes nothing either (idempotence).  The
@@ -40,7 +40,7 @@ from .report import ModelStats, PassRecord, SimplifyReport
 __all__ = ["simplify", "DEFAULT_MAX_ITERATIONS", "apply_input_shapes"]
 
 DEFAULT_MAX_ITERATIONS = 15
-#: Passes run once per outer iteration only (merge_duplicate_nodes compares initializers).
+#: Passes run after the cheap ones and their dead-code pass (merge_duplicate_nodes compares initializers).
 _EXPENSIVE = frozenset({"merge_duplicate_nodes"})
 
 
@@ -218,17 +218,16 @@ def simplify(
     cheap = [p for p in passes if p not in _EXPENSIVE]
     expensive = [p for p in passes if p in _EXPENSIVE]
     for iteration in range(1, max_iterations + 1):
+        # one round of everything: shape inference, the cheap passes, then the expensive ones, folding
+        # and dead code.  (Running the cheap passes to a fixed point of their own first cost a whole
+        # confirming round — shape inference and every pass — per iteration: 4-6 inferences instead
+        # of 3 on the Swin and FCOS exports, for the same result.)
         changed = False
-        for _ in range(max_iterations):  # inner fixed point: shape inference and the cheap passes
-            inner = False
-            if not skip_shape_inference:
-                runner.run(iteration, "infer_shapes", **limits)
-            for name in cheap:
-                kwargs = {"skip": sorted(skipped_rules)} if name == "eliminate_nop" else {}
-                inner |= runner.run(iteration, name, **kwargs)
-            changed |= inner
-            if not inner:
-                break
+        if not skip_shape_inference:
+            runner.run(iteration, "infer_shapes", **limits)
+        for name in cheap:
+            kwargs = {"skip": sorted(skipped_rules)} if name == "eliminate_nop" else {}
+            changed |= runner.run(iteration, name, **kwargs)
         for name in expensive:
             changed |= runner.run(iteration, name)
         if not skip_constant_folding:
