@@ -10,6 +10,10 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import Any
+
 from .errors import (
     BackendUnavailableError,
     GraphCheckError,
@@ -22,9 +26,7 @@ from .errors import (
     VerificationError,
 )
 from .formats import detect_format, load, save, serialize
-from .inspect import summarize
 from .ir import Attr, DType, Graph, Model, Node, Tensor, Value
-from .quantize import quantize
 from .simplify import simplify
 from .transforms import PipelineReport, TransformResult, run_pipeline
 from .transforms import transform as register_transform
@@ -33,6 +35,36 @@ __version__ = "0.1.0"
 
 #: Apply a ``--transforms`` pipeline to a model in place (alias of ``run_pipeline``).
 transform = run_pipeline
+
+
+class _Package(types.ModuleType):
+    """``graphwright.quantize`` and ``graphwright.summarize`` are imported on first use: the quantizer
+    and the summary pull in ~100 ms of modules that ``simplify`` and ``transform`` never use.
+
+    ``quantize`` is a property because the name is also the subpackage's: the import system binds
+    ``graphwright.quantize`` to the subpackage when it is first imported (by anyone), which would
+    shadow a plain lazy attribute; the setter takes that binding, the getter keeps giving the function
+    (as the eager ``from .quantize import quantize`` did)."""
+
+    @property
+    def quantize(self) -> Any:
+        from .quantize import quantize as fn  # lazy: the quantizer's modules, unused by simplify/transform
+
+        return fn
+
+    @quantize.setter
+    def quantize(self, value: Any) -> None:  # the subpackage, bound by the import system: kept in sys.modules
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "summarize":
+            from .inspect import summarize  # lazy: the summary's modules, unused by simplify/transform
+
+            return summarize
+        raise AttributeError(f"module 'graphwright' has no attribute {name!r}")
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "load", "save", "serialize", "detect_format", "summarize", "simplify", "quantize", "transform", "run_pipeline",

@@ -21,7 +21,6 @@ import inspect
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 from ..errors import TransformError
@@ -148,6 +147,8 @@ def _load() -> None:
         return
     _LOADED = True
     importlib.import_module(f"{__package__}.builtin")
+    from importlib import metadata  # lazy: ~25 ms of imports (email, zipfile...) only a full load needs
+
     for entry in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         try:
             loaded = entry.load()
