@@ -268,6 +268,8 @@ class Lattice:
         #: small 2-D integer tensors: value -> (columns, row-major elements); only along PyTorch's
         #: pad-order idiom (Reshape to [-1, k], Slice of rows, Transpose, Reshape back to 1-D)
         self._rows: dict[Value, tuple[int, list[Elem]]] = {}
+        #: value -> (its declared shape object, aliases known then, the elements made of it)
+        self._declared: dict[Value, tuple[tuple[object, ...], int, list[Elem]]] = {}
 
     # ----- reading -----------------------------------------------------------------------------
     def dim_elem(self, value: Value, i: int, d: object) -> Elem:
@@ -285,13 +287,21 @@ class Lattice:
         found = self._shapes.get(value)
         if found is not None:
             return found
-        if value.shape is None:
+        declared = value.shape
+        if declared is None:
             if value.is_initializer or value.const is not None:
                 tensor = constant_value(value)
                 if tensor is not None:
                     return [int(d) for d in tensor.shape]
             return None
-        return [self.dim_elem(value, i, d) for i, d in enumerate(value.shape)]
+        # the same declared shape, read again while no new alias was learned: the same elements
+        # (a walk asks for each value's shape several times; building the elements was ~5% of simplify)
+        cached = self._declared.get(value)
+        if cached is not None and cached[0] is declared and cached[1] == len(self.alias):
+            return cached[2]
+        elems = [self.dim_elem(value, i, d) for i, d in enumerate(declared)]
+        self._declared[value] = (declared, len(self.alias), elems)
+        return elems
 
     def elems(self, value: Value | None) -> list[Elem] | None:
         if value is None:
