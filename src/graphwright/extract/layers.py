@@ -85,7 +85,7 @@ roundings (``shift`` > 0 shifts left first).  Zero points are given as they are 
   projection ``projection_multiplier``/``_shift`` (``s_proj·s_hidden/s_state``) and
   ``projection_effective_bias`` (``bias − zp_hidden·Σ_row w``);
   ``cell_exponent`` (log2 of the cell scale), ``quantized_cell_clip`` and
-  ``quantized_proj_clip`` (0: none), ``time_major``.  The interpreter's sequence.py runs the layer
+  ``quantized_proj_clip`` (0: none), ``time_major``.  The interpreter's lstm.py / lstm_integer.py run the layer
   from the same quantities (peepholes there as LiteRT applies them: to the first ``outputs``
   cells of each batch row, or of the flattened batch when time-major).
 * SVDF (int8, int16 time weights and state): each run shifts the state left by one and writes
@@ -277,7 +277,7 @@ def _rounding(op: str, acc: str) -> str:
 
 @_layer("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
 def _conv(node: Node) -> Params | None:
-    """As the interpreter's convolutions (conv.py's multipliers, accumulator and requantization)."""
+    """As the interpreter's convolutions (conv_common.py's multipliers, accumulator and requantization)."""
     data, bias = _OPERANDS[node.op]
     if len(node.inputs) <= max(data, 1):
         return None
@@ -338,7 +338,7 @@ def _log2_if_pot(scale: float) -> int | None:
 
 @_layer("ADD", "SUB")
 def _add_sub(node: Node) -> Params | None:
-    """As LiteRT's Prepare of ADD/SUB: the interpreter computes the same in elementwise.py inline."""
+    """As LiteRT's Prepare of ADD/SUB: the interpreter computes the same in add_sub_mul.py inline."""
     qs = _quants(node, 0, 1)
     if qs is None:
         return None
@@ -381,7 +381,7 @@ def _squared_difference(node: Node) -> Params | None:
 
 @_layer("MUL")
 def _mul(node: Node) -> Params | None:
-    """As LiteRT's Prepare: ``s_1·s_2/s_out`` in float32 (the interpreter's elementwise.py divides
+    """As LiteRT's Prepare: ``s_1·s_2/s_out`` in float32 (the interpreter's add_sub_mul.py divides
     in double, which differs from LiteRT on some 16x8 layers, e.g. a LayerNorm's product)."""
     qs = _quants(node, 0, 1)
     if qs is None:
@@ -479,7 +479,7 @@ def _rescale(node: Node, real: float | None = None) -> Params | None:
 
 @_layer("RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1")
 def _relu(node: Node) -> Params | None:
-    """The interpreter divides the scales in float32 before widening (elementwise.py, inline)."""
+    """The interpreter divides the scales in float32 before widening (activations.py, inline)."""
     qs = _quants(node, 0)
     if qs is None:
         return None
@@ -541,7 +541,7 @@ def _lookup(node: Node) -> Params | None:
 
 
 def _sigmoid_input_rescale(s_in: float, tanh: bool) -> tuple[int, int]:
-    """LiteRT's int16 LOGISTIC/TANH Prepare (the interpreter's elementwise.py has the same inline):
+    """LiteRT's int16 LOGISTIC/TANH Prepare (the interpreter's activations.py has the same inline):
     ``(x·multiplier + round) >> right_shift`` brings the input to the scale 1/(3·4096) of its
     interpolated sigmoid table — ``3·2^k`` unshifted for a power-of-two scale whose
     ``k = 12 + log2(s_in)`` is 0 (or 1 for TANH), else ``s_in·3·4096`` doubled until it
@@ -560,7 +560,7 @@ def _sigmoid_input_rescale(s_in: float, tanh: bool) -> tuple[int, int]:
 def _hard_swish(node: Node) -> Params | None:
     """LiteRT's Prepare: the input at scale ``s_in/128``; its multipliers to the output scale and
     to the 'reluish' scale ``3/2^15``, rounded to 16 bits (the interpreter computes them inline
-    in elementwise.py; the table comes from its kernel)."""
+    in activations.py; the table comes from its kernel)."""
     qs = _quants(node, 0)
     if qs is None:
         return None
@@ -582,7 +582,7 @@ def _down16(m: int) -> int:
 @_layer("SOFTMAX")
 def _softmax(node: Node) -> Params | None:
     """8-bit SOFTMAX: the fixed-point parameters, and the interpreter's float32 table (which
-    elementwise.py builds inline); int16: LiteRT's two 513-entry LUTs and input multiplier."""
+    activations.py builds inline); int16: LiteRT's two 513-entry LUTs and input multiplier."""
     qs = _quants(node, 0)
     if qs is None:
         return None
