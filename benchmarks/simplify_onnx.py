@@ -108,6 +108,7 @@ SEQ = 32
 # -- the child: one tool on one model ------------------------------------------------
 def _child(tool: str, src: str, dst: str) -> dict[str, object]:
     start = time.perf_counter()
+    cpu_start = time.process_time()
     if tool == "graphwright":
         from graphwright.formats import onnx as onnx_format
         from graphwright.simplify import simplify
@@ -153,7 +154,8 @@ def _child(tool: str, src: str, dst: str) -> dict[str, object]:
     else:
         raise SystemExit(f"unknown tool {tool}")
     seconds = time.perf_counter() - start
-    result = {"seconds": seconds, "peak_mb": _peak_kb() / 1024, "nodes": nodes}
+    result = {"seconds": seconds, "cpu_seconds": time.process_time() - cpu_start, "peak_mb": _peak_kb() / 1024,
+              "nodes": nodes}
     if tool == "graphwright":
         result["passes"] = passes
     return result
@@ -497,7 +499,30 @@ def _ort_latency(paths: dict[str, Path], meta: dict[str, object], runs: int) -> 
     return result
 
 
-def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 30) -> dict[str, object]:
+def _time_rounds(row: dict[str, object], tools: tuple[str, ...], src: Path, tmp: str, rounds: int) -> None:
+    """``rounds`` more timing-only runs of each tool that worked, interleaved (the order reversed every other
+    round, so load from other processes falls on the tools alike); each tool's ``seconds`` becomes the
+    median of all its runs, with every run's wall and CPU seconds kept (``seconds_runs``, ``cpu_runs``)."""
+    import statistics
+
+    ok = [t for t in tools if isinstance(r := row.get(t), dict) and "seconds" in r]
+    for t in ok:
+        r = row[t]
+        r["seconds_runs"], r["cpu_runs"] = [r["seconds"]], [r.get("cpu_seconds")]  # type: ignore[index]
+    for k in range(rounds):
+        for t in (ok if k % 2 else ok[::-1]):
+            again = run_tool(t, src, Path(tmp) / f"{t}_timing.onnx")
+            if "seconds" in again:
+                row[t]["seconds_runs"].append(again["seconds"])  # type: ignore[index]
+                row[t]["cpu_runs"].append(again.get("cpu_seconds"))  # type: ignore[index]
+    for t in ok:
+        r = row[t]
+        r["seconds"] = statistics.median(r["seconds_runs"])  # type: ignore[index]
+        r["cpu_seconds"] = statistics.median(x for x in r["cpu_runs"] if x is not None)  # type: ignore[index]
+
+
+def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: int = 30,
+                       time_rounds: int = 0) -> dict[str, object]:
     """One corpus model through every tool: nodes, time, memory, outputs at every setting, idempotence, latency."""
     corpus = _corpus()
     info = corpus.corpus_model(name)  # type: ignore[attr-defined]
@@ -531,6 +556,8 @@ def bench_corpus_model(name: str, tools: tuple[str, ...], latency: bool, runs: i
                     result["idempotent"] = "error" not in again and \
                         (Path(tmp) / "again.onnx").read_bytes() == dst.read_bytes()
             row[tool] = result
+        if time_rounds:
+            _time_rounds(row, tools, src, tmp, time_rounds)
         if latency:  # the original and every output that matched, interleaved
             paths = {"original": src, **{t: Path(tmp) / f"{t}.onnx" for t in tools
                                          if isinstance(r := row.get(t), dict) and r.get("matches")}}
@@ -555,7 +582,7 @@ def corpus_main(args: argparse.Namespace, tools: tuple[str, ...]) -> int:
     rows = []
     for name in names:
         try:
-            row = bench_corpus_model(name, tools, not args.no_latency, args.latency_runs)
+            row = bench_corpus_model(name, tools, not args.no_latency, args.latency_runs, args.time_rounds)
         except Exception as exc:  # a model that cannot be built is a fact of the table
             row = {"model": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"}
         rows.append(row)
@@ -712,8 +739,16 @@ def _print_corpus_row(row: dict[str, object], tools: tuple[str, ...]) -> None:
         if tool == "graphwright" and not r.get("idempotent", True):
             flag += f" NOT-IDEMPOTENT({r.get('nodes_again')})"
         nodes = f"{r['nodes']}" + (f" ({r['nodes_all']})" if r.get("nodes_all", r["nodes"]) != r["nodes"] else "")
+        spread = ""
+        if len(r.get("seconds_runs", ())) > 1:  # median of the rounds, with their range and the CPU median
+            spread = (f" [{min(r['seconds_runs']):.2f}-{max(r['seconds_runs']):.2f}, "
+                      f"cpu {r['cpu_seconds']:.2f}, n={len(r['seconds_runs'])}]")
         print(f"{row['model']:<44} {tool:<13} {row['nodes_before']:>5} -> {nodes:<9} {r['seconds']:>7.2f} "
-              f"{r['peak_mb']:>7.0f}  {lat_text}{flag}", flush=True)
+              f"{r['peak_mb']:>7.0f}  {lat_text}{flag}{spread}", flush=True)
+    times = {t: row[t]["seconds"] for t in ("graphwright", "onnxsim") if isinstance(row.get(t), dict)
+             and "seconds" in row[t]}  # type: ignore[index, operator]
+    if len(times) == 2 and times["onnxsim"]:
+        print(f"{row['model']:<44} time graphwright / onnxsim: {times['graphwright'] / times['onnxsim']:.2f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -727,6 +762,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models-glob", default="", help="with --corpus: comma-separated name patterns")
     parser.add_argument("--latency-runs", type=int, default=30, help="with --corpus: runs per latency median")
     parser.add_argument("--peers-json", help="with --corpus: update the peers' counts the tests compare with")
+    parser.add_argument("--time-rounds", type=int, default=0, metavar="N",
+                        help="with --corpus: N more timing-only runs per tool, interleaved; time = median of all")
     parser.add_argument("--markdown-from", help="print the corpus tables of a saved --corpus --json file and exit")
     parser.add_argument("--calls", type=int, default=0, metavar="ROUNDS",
                         help="with --corpus: time graphwright's and onnxsim's simplify calls alone, in one process, "
