@@ -138,3 +138,105 @@ def test_gptq_uint4_short_last_block_lowers_output_error_of_correlated_inputs(tm
         assert [i.data_type for i in model.graph.initializer if i.name.endswith("_zero_points")] == [TensorProto.UINT4]
         errors[method] = _sqnr(reference, _run(tmp_path / f"{method}.onnx", held))
     assert errors["gptq"] > errors["mse"] + 1.0, errors
+
+
+# -- the pieces: factor, Hessian collection (pruned session, batching), model left as it was ---------------
+def test_upper_factor_matches_lapack_and_its_panel_inverses_invert_the_blocks() -> None:
+    from graphwright.transforms.quantize.gptq_onnx import upper_factor
+
+    rng = np.random.default_rng(3)
+    for n, panel in ((700, 256), (512, 128), (100, 256)):
+        x = rng.standard_normal((2 * n, n))
+        h = x.T @ x + np.eye(n)
+        r, inverses = upper_factor(h.astype(np.float32), panel)
+        # numpy's LAPACK, float64: the Cholesky factor of the reversed matrix, reversed
+        want = np.linalg.cholesky(h[::-1, ::-1])[::-1, ::-1]
+        assert np.array_equal(r, np.triu(r))
+        assert np.max(np.abs(r - want)) < 1e-5 * np.max(np.abs(want))
+        assert len(inverses) == -(-n // panel)
+        for p, inv in zip(range(0, n, panel), inverses):
+            block = want[p:p + panel, p:p + panel]
+            assert np.allclose(inv @ block, np.eye(len(block)), atol=1e-4)
+
+
+def _mixing_model(path: Path, k: int, n: int, mix_batch: bool, failing_head: bool = False) -> np.ndarray:
+    """x[b, 4, k] -> Relu(x - mean over axis 0 (mix_batch) or x·x) -> MatMul(., W[k, n]) -> y -> MatMul(., head[n, 3])
+    (``failing_head``: Reshape(y, [-1, 5]) instead, which fails at run time when 5 does not divide b·4·n)."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    head = rng.standard_normal((n, 3)).astype(np.float32)
+    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1) if mix_batch
+             else helper.make_node("Identity", ["x"], ["m0"]),
+             helper.make_node("Sub", ["x", "m"], ["c"]) if mix_batch else helper.make_node("Mul", ["x", "m0"], ["c"]),
+             helper.make_node("Relu", ["c"], ["a"]),
+             helper.make_node("MatMul", ["a", "w"], ["y"]),
+             helper.make_node("Reshape", ["y", "five"], ["logits"]) if failing_head
+             else helper.make_node("MatMul", ["y", "head"], ["logits"])]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 4, k])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)
+    constants = [numpy_helper.from_array(w, "w"),
+                 numpy_helper.from_array(np.array([-1, 5], np.int64), "five") if failing_head
+                 else numpy_helper.from_array(head, "head")]
+    graph = helper.make_graph(nodes, "g", [x], [y], constants)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return w
+
+
+def _reference_hessian(path: Path, feeds: Feeds, value: str) -> np.ndarray:
+    """sum x^T x of ``value`` over the feeds, one onnxruntime run per feed, float64."""
+    proto = onnx.load(str(path))
+    proto.graph.output.append(onnx.ValueInfoProto(name=value))
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    total = 0.0
+    for feed in feeds:
+        x = session.run([value], feed)[0].astype(np.float64)
+        x = x.reshape(-1, x.shape[-1])
+        total = total + x.T @ x
+    return total
+
+
+@pytest.mark.parametrize("mix_batch", [False, True])
+def test_collect_hessians_batched_or_not_equals_onnxruntime_sample_by_sample(tmp_path: Path, mix_batch: bool) -> None:
+    """Samples run batched only when that gives the same values: with a model that mixes the samples
+    of a batch (a mean over axis 0), the Hessian must still be the sum of the single-sample ones."""
+    from graphwright import formats
+    from graphwright.transforms.quantize.gptq_onnx import collect_hessians, hessian_inputs
+    from graphwright.transforms.quantize.options import QuantOptions
+
+    k = 64
+    src = tmp_path / "m.onnx"
+    _mixing_model(src, k, 32, mix_batch)
+    rng = np.random.default_rng(6)
+    feeds = [{"x": rng.standard_normal((2, 4, k)).astype(np.float32)} for _ in range(11)]
+    model = gw.load(str(src))
+    before = formats.serialize(model)
+    options = QuantOptions.build(weight_type="int4", int4_method="gptq", target="onnxruntime")
+    inputs = hessian_inputs(model, 0, options)
+    assert inputs == {"w": ("a", k), "head": ("y", 32)}
+    counts: list[int] = []
+    hessians, count = collect_hessians(model, feeds, inputs, on_sample=counts.append)
+    assert count == 11 and counts[-1] == 11
+    assert len(counts) < 11 if not mix_batch else len(counts) == 11  # batches of samples, or one by one
+    want = _reference_hessian(src, feeds, "a")
+    assert np.allclose(hessians["w"], want, rtol=1e-4, atol=1e-3 * np.abs(want).max())
+    assert formats.serialize(model) == before  # the model is put back byte for byte
+
+
+def test_collect_hessians_session_leaves_out_what_the_layers_do_not_need(tmp_path: Path) -> None:
+    """Only the first layer's input is wanted: the session must not run what follows it (a Reshape
+    that fails at run time on these samples); the model is unchanged after, that node included."""
+    from graphwright import formats
+    from graphwright.transforms.quantize.gptq_onnx import collect_hessians
+
+    k = 16
+    src = tmp_path / "m.onnx"
+    _mixing_model(src, k, 8, False, failing_head=True)
+    feeds = [{"x": np.full((1, 4, k), 2.0, np.float32)} for _ in range(3)]
+    with pytest.raises(Exception, match=r"(?i)reshape"):  # the whole model does fail on them
+        ort.InferenceSession(str(src), providers=["CPUExecutionProvider"]).run(None, feeds[0])
+    model = gw.load(str(src))
+    before = formats.serialize(model)
+    hessians, count = collect_hessians(model, feeds, {"w": ("a", k)})
+    assert count == 3 and np.allclose(hessians["w"], 3 * 4 * 16.0)  # Relu(2·2) = 4: 3 samples x 4 rows of fours
+    assert formats.serialize(model) == before
+    assert [n.op for n in model.graph] == ["Identity", "Mul", "Relu", "MatMul", "Reshape"]
