@@ -25,7 +25,6 @@ from ..runtime import input_specs
 from ..simplify import SimplifyReport, parse_input_shapes, parse_size, simplify
 from ..simplify.options import skippable_names
 from ..transforms.fold.onnx_fold_constants import DEFAULT_SIZE_LIMIT
-from ..verify import render_compare
 from ._console import human_bytes, print_refusals, stdout, step_progress
 
 __all__ = ["add_parser", "run"]
@@ -120,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(report.to_dict(), indent=2))
         else:
+            from ..verify import render_compare  # lazy: verify's modules are needed only when a check failed
+
             render_compare(failed, console)
             console.print(f"[red]check failed[/red]: the simplified model differs from {args.input}; "
                           f"{args.output} was not written")

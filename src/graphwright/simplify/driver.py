@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import formats
 from ..errors import GraphwrightError, TransformError
@@ -33,10 +34,12 @@ from ..runtime import ModelSource, prepare
 from ..transforms import Params, StepRunner, TransformContext
 from ..transforms.fold.onnx_fold_constants import DEFAULT_GROWTH_LIMIT, DEFAULT_SIZE_LIMIT, fold_budget_for
 from ..transforms.runner import PROVENANCE_KEY
-from ..verify import CompareReport, compare
 from .options import InputShapes, parse_size, resolve_skips
 from .passes import ONNX_FUSIONS, OPTIMIZATION_PASSES
 from .report import ModelStats, PassRecord, SimplifyReport
+
+if TYPE_CHECKING:
+    from ..verify import CompareReport
 
 __all__ = ["simplify", "DEFAULT_MAX_ITERATIONS", "apply_input_shapes"]
 
@@ -339,6 +342,8 @@ def _reference(model_or_path: Model | str | os.PathLike[str], model: Model) -> M
 
 def _check(reference: ModelSource, model: Model, n: int, rtol: float | None, atol: float | None,
            shapes: InputShapes) -> list[CompareReport]:
+    from ..verify import compare  # lazy: only --check runs models (verify's modules are not imported otherwise)
+
     dims = _dim_values(shapes)
     simplified = ModelSource.from_model(model)
     return [

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..ir import Model, all_graphs
-from ..verify import CompareReport
+
+if TYPE_CHECKING:
+    from ..verify import CompareReport
 
 __all__ = ["ModelStats", "PassRecord", "SimplifyReport"]
 
