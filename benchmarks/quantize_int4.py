@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import statistics
@@ -116,6 +117,7 @@ def main() -> None:
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "_runs" / "models"))
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
+    logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)  # one INFO line per node otherwise
     load = os.getloadavg()
     info = quant_model(f"onnx_{args.model}")
     calib = samples(info.metadata, "calib", args.calib)
