@@ -20,12 +20,13 @@ the weights a pass reads are paged in, and the file is never held in memory.
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from .. import formats
 from ..errors import GraphwrightError, TransformError
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
     from ..verify import CompareReport
 
 __all__ = ["simplify", "DEFAULT_MAX_ITERATIONS", "apply_input_shapes"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_MAX_ITERATIONS = 15
 #: Passes run after the cheap ones and their dead-code pass (merge_duplicate_nodes compares initializers).
@@ -149,6 +153,27 @@ class _FixedPoint:
         return step.changed
 
 
+def _old_objects_set_aside(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run ``fn`` with the objects that exist before it (imported modules, the caller's data) set
+    aside from the cyclic collector: its full collections would otherwise walk every one of them
+    (~10% of a CLI run on Swin-T); the model's own objects are collected as usual.  Not when the
+    caller froze objects itself (unfreezing would undo that)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        freeze = gc.isenabled() and gc.get_freeze_count() == 0
+        if freeze:
+            gc.freeze()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if freeze:
+                gc.unfreeze()
+
+    return wrapper
+
+
+@_old_objects_set_aside
 def simplify(
     model_or_path: Model | str | os.PathLike[str],
     *,
@@ -198,40 +223,6 @@ def simplify(
     """
     if max_iterations < 1:
         raise TransformError(f"simplify: max_iterations must be at least 1, got {max_iterations}")
-    # Objects that exist before the run (imported modules, the caller's data) are set aside from the
-    # cyclic collector while it runs: its full collections would otherwise walk every one of them
-    # (~10% of a CLI run on Swin-T); the model's own objects are collected as usual.  Not when the
-    # caller froze objects itself (unfreezing would undo that).
-    freeze = gc.isenabled() and gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
-    try:
-        return _simplify(model_or_path, overwrite_input_shapes, skip_optimizations, skip_all_optimizations,
-                         skip_constant_folding, skip_shape_inference, size_limit, growth_limit, fold_budget,
-                         max_iterations, check_n, rtol, atol, target, inline_functions, provenance)
-    finally:
-        if freeze:
-            gc.unfreeze()
-
-
-def _simplify(
-    model_or_path: Model | str | os.PathLike[str],
-    overwrite_input_shapes: InputShapes | None,
-    skip_optimizations: Iterable[str],
-    skip_all_optimizations: bool,
-    skip_constant_folding: bool,
-    skip_shape_inference: bool,
-    size_limit: int | str,
-    growth_limit: int | str,
-    fold_budget: int | str | None,
-    max_iterations: int,
-    check_n: int,
-    rtol: float | None,
-    atol: float | None,
-    target: str,
-    inline_functions: bool,
-    provenance: bool,
-) -> tuple[Model, SimplifyReport]:
     skipped_passes, skipped_rules = resolve_skips(skip_optimizations)
     limit, growth = parse_size(size_limit), parse_size(growth_limit)
     budget = None if fold_budget is None else parse_size(fold_budget)
