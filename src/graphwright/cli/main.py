@@ -12,22 +12,20 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from importlib import metadata
+from importlib import import_module
 
 from ..errors import GraphwrightError
-from . import (
-    batch_cmd,
-    calibrate_cmd,
-    compare_cmd,
-    diff_cmd,
-    extract_cmd,
-    inspect_cmd,
-    quantize_cmd,
-    run_cmd,
-    simplify_cmd,
-    transform_cmd,
-    view_cmd,
-)
+
+#: Each command and the module defining it, in the order ``--help`` lists them.  Only the module of
+#: the command being run is imported (all of them for ``--help`` or an unknown command): each pulls
+#: in its own dependencies (the TFLite schema, the quantizer, ...), ~0.6 s of imports in all, which
+#: ``graphwright simplify`` should not pay.
+COMMANDS = {
+    "transform": "transform_cmd", "simplify": "simplify_cmd", "summarize": "inspect_cmd",
+    "list-transforms": "inspect_cmd", "compare": "compare_cmd", "calibrate": "calibrate_cmd", "run": "run_cmd",
+    "extract": "extract_cmd", "diff": "diff_cmd", "view": "view_cmd", "batch": "batch_cmd",
+    "quantize": "quantize_cmd",
+}
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: stdout closed by its reader (``| head``): 128 + SIGPIPE, what a shell reports for such a tool.
@@ -39,33 +37,45 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"graphwright: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; given ``argv``, with the subcommand it names only (when it names one)."""
     parser = _Parser(
         prog="graphwright",
         description="Inspect, transform and verify TensorFlow GraphDef, ONNX and TFLite models for deployment.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
-    parser.add_argument("--version", action="version", version=f"graphwright {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    transform_cmd.add_parser(sub)
-    simplify_cmd.add_parser(sub)
-    inspect_cmd.add_parsers(sub)
-    compare_cmd.add_parser(sub)
-    calibrate_cmd.add_parser(sub)
-    run_cmd.add_parser(sub)
-    extract_cmd.add_parser(sub)
-    diff_cmd.add_parser(sub)
-    view_cmd.add_parser(sub)
-    batch_cmd.add_parser(sub)
-    quantize_cmd.add_parser(sub)
+    command = _command(argv)
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        module = import_module(f".{name}", __package__)
+        adder = getattr(module, "add_parsers", None) or module.add_parser
+        adder(sub)
     return parser
 
 
-def _version() -> str:
-    try:
-        return metadata.version("graphwright")
-    except metadata.PackageNotFoundError:  # running from a source tree that is not installed
-        return "unknown"
+def _command(argv: Sequence[str] | None) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (the top-level options
+    take no value)."""
+    if argv is None:
+        return None
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked for."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        from importlib import metadata  # lazy: scanning the installed distributions, for --version only
+
+        try:
+            version = metadata.version("graphwright")
+        except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+            version = "unknown"
+        print(f"graphwright {version}")
+        parser.exit()
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
@@ -94,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
-    parser = build_parser()
+    parser = build_parser(sys.argv[1:] if argv is None else argv)
     args = _parse(parser, argv)
     if not getattr(args, "run", None):
         parser.print_help()
