@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,10 +148,7 @@ class StepRunner:
             provenance.begin(model)
         finished = False
         try:
-            if provenance is not None:
-                with recording(provenance.rewrite):
-                    result = spec.fn(model, self.ctx, **(kwargs or {}))
-            else:
+            with recording(provenance.rewrite) if provenance is not None else nullcontext():
                 result = spec.fn(model, self.ctx, **(kwargs or {}))
             if not isinstance(result, TransformResult):
                 raise TransformError(f"{spec.name}: transform returned {type(result).__name__}, not TransformResult")

@@ -59,7 +59,7 @@ from .dtypes import dtype_from_onnx, onnx_code, storage_nbytes
 from .meta import NODE_SHELL, UNTYPED_ATTRS
 from .reader import from_proto
 from .saving import to_proto
-from .tensors import ProtoEntry, TensorEntry
+from .tensors import ProtoEntry, TensorEntry, header_proto
 from .writer import Builder
 
 try:
@@ -248,30 +248,10 @@ class _HeaderBuilder(Builder):
                 if not source.HasField("raw_data") or len(source.raw_data) == size:
                     return ProtoEntry(source)  # a Constant's small tensor as it was read: emitted as is
             return super().tensor(tensor, name, initializer=initializer)
-        proto = _header(tensor, name)
+        proto = header_proto(tensor, name)  # not header_protos: listing the source's fields copies its data
         proto.data_location = onnx.TensorProto.EXTERNAL
         proto.external_data.add(key="location", value=_MARK)
         return ProtoEntry(proto)
-
-
-def _header(tensor: Tensor, name: str) -> onnx.TensorProto:
-    """A large tensor as inference needs it: name, element type and dims, nothing else.
-
-    (Not ``header_protos``, which keeps the source's metadata fields by listing the source proto's
-    fields: that materializes its raw data, a copy of every large weight at every inference run —
-    40% of an inference on a detector with 90 weights.)  The source's own type code is kept when it
-    means the tensor's dtype."""
-    source = tensor.source
-    proto = getattr(source, "proto", source)  # an ExternalTensor's proto, or the TensorProto read
-    code = None
-    if isinstance(proto, onnx.TensorProto) and tensor.dtype is dtype_from_onnx(proto.data_type):
-        code = proto.data_type
-    head = onnx.TensorProto()
-    head.dims.extend(tensor.shape)
-    head.data_type = onnx_code(tensor.dtype, f"tensor {name!r}") if code is None else code
-    if name:
-        head.name = name
-    return head
 
 
 def _prepare(g: Graph, gp: onnx.GraphProto, names: dict[Value, str]) -> None:

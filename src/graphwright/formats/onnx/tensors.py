@@ -343,21 +343,31 @@ def header_protos(tensor: Tensor, name: str) -> tuple[onnx.TensorProto, onnx.Ten
     Metadata of the source proto (doc_string, metadata_props...) is kept; its
     data fields are not.
     """
-    head, tail = onnx.TensorProto(), onnx.TensorProto()
-    source = tensor.source
-    proto = source.proto if isinstance(source, ExternalTensor) else source
-    if isinstance(proto, onnx.TensorProto):
-        meta = onnx.TensorProto()
-        copy_fields(proto, meta, skip=DATA_FIELDS | {1, 2, 8})
-        tail.CopyFrom(meta)
-        code = proto.data_type if tensor.dtype is dtype_from_onnx(proto.data_type) else None
-    else:
-        code = None
+    tail = onnx.TensorProto()
+    proto = _source_proto(tensor)
+    if proto is not None:
+        copy_fields(proto, tail, skip=DATA_FIELDS | {1, 2, 8})
+    return header_proto(tensor, name), tail
+
+
+def header_proto(tensor: Tensor, name: str) -> onnx.TensorProto:
+    """``tensor`` as name, element type and dims only (the source's own type code where it means the
+    tensor's dtype): what shape inference reads of a large weight.  Unlike :func:`header_protos` it
+    never lists the source proto's fields, which would materialize its raw data."""
+    head = onnx.TensorProto()
+    proto = _source_proto(tensor)
+    code = proto.data_type if proto is not None and tensor.dtype is dtype_from_onnx(proto.data_type) else None
     head.dims.extend(tensor.shape)
     head.data_type = onnx_code(tensor.dtype, f"tensor {name!r}") if code is None else code
     if name:
         head.name = name
-    return head, tail
+    return head
+
+
+def _source_proto(tensor: Tensor) -> onnx.TensorProto | None:
+    source = tensor.source
+    proto = source.proto if isinstance(source, ExternalTensor) else source
+    return proto if isinstance(proto, onnx.TensorProto) else None
 
 
 def fresh_proto(tensor: Tensor, name: str) -> onnx.TensorProto:

@@ -174,18 +174,17 @@ class _Renaming:
             self.real = True
             return
         for a, b in zip(old, new):
-            if a == b:
-                if isinstance(a, str) and _GENERATED.fullmatch(a) and (
-                        self.old_to_new.setdefault(a, b) != b or self.new_to_old.setdefault(b, a) != a):
-                    self.real = True
-                    return
+            if a == b and not _generated(a):
                 continue
-            if not (isinstance(a, str) and isinstance(b, str) and _GENERATED.fullmatch(a) and _GENERATED.fullmatch(b)):
+            # a generated symbol on both sides, paired one to one over the whole run
+            if not (_generated(a) and _generated(b)) or self.old_to_new.setdefault(a, b) != b \
+                    or self.new_to_old.setdefault(b, a) != a:
                 self.real = True
                 return
-            if self.old_to_new.setdefault(a, b) != b or self.new_to_old.setdefault(b, a) != a:
-                self.real = True
-                return
+
+
+def _generated(d: object) -> bool:
+    return isinstance(d, str) and _GENERATED.fullmatch(d) is not None
 
 
 def apply_types(model: Model, types: dict[Value, tuple[DType | None, Shape]],
